@@ -1,0 +1,77 @@
+"""Organizations and users: creation and password checks."""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from lineage_core.models import Organization, Role, User
+
+_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+MIN_PASSWORD_LENGTH = 12
+
+# Checked against when the e-mail is unknown, so a wrong e-mail costs as long as a wrong password.
+_DUMMY_HASH = generate_password_hash("not-a-real-password-used-for-timing")
+
+
+class AccountError(ValueError):
+    """An organization or user cannot be created as asked; the message says why."""
+
+
+def create_organization(session: Session, slug: str, name: str | None = None) -> Organization:
+    if not _SLUG.match(slug):
+        raise AccountError(
+            f"Organization slug {slug!r} must be 1-64 lowercase letters, digits or '-', "
+            "starting and ending with a letter or digit."
+        )
+    if session.scalar(select(Organization).where(Organization.slug == slug)) is not None:
+        raise AccountError(f"Organization {slug!r} already exists.")
+    org = Organization(slug=slug, name=name or slug)
+    session.add(org)
+    session.flush()
+    return org
+
+
+def create_user(
+    session: Session, email: str, password: str, role: Role, organization: Organization | None
+) -> User:
+    email = email.strip().lower()
+    if not _EMAIL.match(email):
+        raise AccountError(f"{email!r} is not an e-mail address.")
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise AccountError(f"The password must have at least {MIN_PASSWORD_LENGTH} characters.")
+    if role is Role.ORG_ADMIN and organization is None:
+        raise AccountError("An org admin must belong to an organization.")
+    if role is Role.OPERATOR and organization is not None:
+        raise AccountError("Operators are vendor staff and belong to no organization.")
+    if session.scalar(select(User).where(User.email == email)) is not None:
+        raise AccountError(f"A user with e-mail {email!r} already exists.")
+    user = User(
+        email=email,
+        password_hash=generate_password_hash(password),
+        role=role,
+        organization_id=organization.id if organization else None,
+    )
+    session.add(user)
+    session.flush()
+    return user
+
+
+def authenticate(session: Session, email: str, password: str) -> User | None:
+    """The user with this e-mail and password, or None. Takes as long for an unknown e-mail."""
+    user = session.scalar(select(User).where(User.email == email.strip().lower()))
+    if user is None:
+        check_password_hash(_DUMMY_HASH, password)
+        return None
+    return user if check_password_hash(user.password_hash, password) else None
+
+
+def get_organization(session: Session, slug: str) -> Organization:
+    org = session.scalar(select(Organization).where(Organization.slug == slug))
+    if org is None:
+        raise AccountError(f"No organization {slug!r}.")
+    return org

@@ -1,0 +1,67 @@
+"""AWS clients for our side of the trust: our own credentials, and the customer's assumed role.
+
+Every client honours ``Settings.aws_endpoint_url`` so the whole product runs against a local AWS
+endpoint (moto server) for the demo and the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from lineage_core.config import Settings
+
+# Adaptive retries absorb throttling and transient network errors inside one call.
+_CLIENT_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 5}, connect_timeout=10, read_timeout=60)
+SESSION_NAME = "openlineage-export"
+
+
+@dataclass(frozen=True)
+class AssumedCredentials:
+    access_key_id: str
+    secret_access_key: str
+    session_token: str
+
+    def __repr__(self) -> str:  # never let a secret reach a log line or a traceback
+        return f"AssumedCredentials(access_key_id={self.access_key_id[:4]}…)"
+
+
+def vendor_client(settings: Settings, service: str, region: str | None = None) -> Any:
+    """A client with our own (vendor) credentials from the environment."""
+    return boto3.session.Session().client(
+        service,
+        region_name=region or settings.aws_region,
+        endpoint_url=settings.aws_endpoint_url,
+        config=_CLIENT_CONFIG,
+    )
+
+
+def assume_role(
+    settings: Settings, role_arn: str, external_id: str | None, sts: Any | None = None
+) -> AssumedCredentials:
+    """Credentials of the customer role. Raises botocore's ClientError as AWS returns it."""
+    sts = sts or vendor_client(settings, "sts")
+    kwargs: dict[str, Any] = {"RoleArn": role_arn, "RoleSessionName": SESSION_NAME, "DurationSeconds": 3600}
+    if external_id is not None:
+        kwargs["ExternalId"] = external_id
+    creds = sts.assume_role(**kwargs)["Credentials"]
+    return AssumedCredentials(creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"])
+
+
+def customer_client(
+    settings: Settings, credentials: AssumedCredentials, service: str, region: str | None = None
+) -> Any:
+    """A client acting as the customer role."""
+    return boto3.session.Session(
+        aws_access_key_id=credentials.access_key_id,
+        aws_secret_access_key=credentials.secret_access_key,
+        aws_session_token=credentials.session_token,
+    ).client(
+        service,
+        region_name=region or settings.aws_region,
+        endpoint_url=settings.aws_endpoint_url,
+        config=_CLIENT_CONFIG,
+    )

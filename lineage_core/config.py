@@ -1,0 +1,128 @@
+"""Settings read from the environment, parsed strictly.
+
+Every process (web, worker, scheduler, CLI) builds one :class:`Settings` at start-up. A value that is
+present but malformed stops start-up with a message naming the variable, so a typo never turns into a
+silently different behaviour in production.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+DEFAULT_DATABASE_URL = "sqlite:///instance/portal.db"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+_ACCOUNT_ID = re.compile(r"^\d{12}$")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names the variable and what it expects."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The product's configuration.
+
+    Attributes:
+        database_url: SQLAlchemy URL. SQLite file by default; PostgreSQL in production.
+        redis_url: Redis for the RQ queues (Redis holds no state the database cannot rebuild).
+        secret_key: Flask session and CSRF signing key. Required: there is no safe default.
+        vendor_account_id: Our AWS account, the only principal the customer role trusts.
+        aws_endpoint_url: Override for every AWS client (a local moto server); None for real AWS.
+        aws_region: Region for STS and the first S3 call before the bucket's region is known.
+        require_external_id_enforcement: Refuse a customer role that can be assumed without the
+            External ID. Only a local AWS emulator, which cannot model trust conditions, turns it off.
+        export_queue: Name of the RQ queue that export jobs go to.
+        local_mode: The product runs against a local AWS endpoint (demo); enables the local deploy button.
+    """
+
+    database_url: str
+    redis_url: str
+    secret_key: str
+    vendor_account_id: str
+    aws_endpoint_url: str | None
+    aws_region: str
+    require_external_id_enforcement: bool
+    export_queue: str
+    local_mode: bool
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from environment variables.
+
+        Raises:
+            ConfigError: a required variable is missing or a value is malformed.
+        """
+        env = os.environ if env is None else env
+        secret_key = env.get("SECRET_KEY", "")
+        if len(secret_key) < 16:
+            raise ConfigError(
+                "SECRET_KEY must be set to a random string of at least 16 characters "
+                "(for example: python -c 'import secrets; print(secrets.token_hex(32))')."
+            )
+        vendor_account_id = env.get("VENDOR_AWS_ACCOUNT_ID", "")
+        if not _ACCOUNT_ID.match(vendor_account_id):
+            raise ConfigError(
+                "VENDOR_AWS_ACCOUNT_ID must be the 12-digit AWS account ID that customer roles trust; "
+                f"got {vendor_account_id!r}."
+            )
+        endpoint = env.get("AWS_ENDPOINT_URL") or None
+        if endpoint is not None:
+            parsed = urlparse(endpoint)
+            if parsed.scheme not in {"http", "https"} or not parsed.netloc:
+                raise ConfigError(f"AWS_ENDPOINT_URL must be an http(s) URL; got {endpoint!r}.")
+        database_url = env.get("DATABASE_URL", DEFAULT_DATABASE_URL)
+        if not database_url.startswith(("sqlite:", "postgresql:", "postgresql+psycopg:")):
+            raise ConfigError(
+                f"DATABASE_URL must be a sqlite:// or postgresql:// URL; got {_redact(database_url)!r}."
+            )
+        redis_url = env.get("REDIS_URL", DEFAULT_REDIS_URL)
+        if urlparse(redis_url).scheme not in {"redis", "rediss", "unix"}:
+            raise ConfigError(f"REDIS_URL must be a redis:// URL; got {_redact(redis_url)!r}.")
+        queue = env.get("EXPORT_QUEUE", "exports")
+        if not re.match(r"^[A-Za-z0-9_-]{1,64}$", queue):
+            raise ConfigError(f"EXPORT_QUEUE may contain only letters, digits, '_' and '-'; got {queue!r}.")
+        return cls(
+            database_url=_normalise_postgres_url(database_url),
+            redis_url=redis_url,
+            secret_key=secret_key,
+            vendor_account_id=vendor_account_id,
+            aws_endpoint_url=endpoint,
+            aws_region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            require_external_id_enforcement=_flag(env, "REQUIRE_EXTERNAL_ID_ENFORCEMENT", default=True),
+            export_queue=queue,
+            local_mode=_flag(env, "LOCAL_MODE", default=False),
+        )
+
+
+def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be true or false; got {raw!r}.")
+
+
+def _normalise_postgres_url(url: str) -> str:
+    # psycopg 3 is the driver we ship; a plain postgresql:// URL would make SQLAlchemy look for psycopg2.
+    if url.startswith("postgresql://"):
+        return "postgresql+psycopg://" + url[len("postgresql://") :]
+    return url
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for error messages."""
+    parsed = urlparse(url)
+    if parsed.password:
+        return url.replace(parsed.password, "***")
+    return url

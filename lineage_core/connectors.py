@@ -1,0 +1,107 @@
+"""The connector store: drafts, settings changes, activation and the queries the portal needs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lineage_core.destination import new_external_id
+from lineage_core.models import Connector, ConnectorStatus, ExportRun, utcnow
+from lineage_core.write_check import Destination, WriteCheckResult
+
+# Changing any of these changes the role or the policy the customer deployed, so the connector goes
+# back through download and write check before it exports again.
+ROLE_FIELDS = (
+    "bucket",
+    "prefix",
+    "account_id",
+    "role_name",
+    "role_path",
+    "permissions_boundary_arn",
+    "kms_key_arn",
+)
+
+
+@dataclass(frozen=True)
+class ConnectorSettings:
+    bucket: str
+    prefix: str
+    account_id: str
+    role_name: str
+    role_path: str
+    interval_days: int
+    kms_key_arn: str | None
+    permissions_boundary_arn: str | None
+
+
+def create_draft(session: Session, organization_id: int) -> Connector:
+    connector = Connector(
+        organization_id=organization_id, status=ConnectorStatus.DRAFT, external_id=new_external_id()
+    )
+    session.add(connector)
+    session.flush()
+    return connector
+
+
+def get_for_org(session: Session, organization_id: int, connector_id: int) -> Connector | None:
+    """The connector only if it belongs to the organization: the one door to a connector by id."""
+    return session.scalar(
+        select(Connector).where(Connector.id == connector_id, Connector.organization_id == organization_id)
+    )
+
+
+def list_for_org(session: Session, organization_id: int) -> Sequence[Connector]:
+    return session.scalars(
+        select(Connector).where(Connector.organization_id == organization_id).order_by(Connector.id)
+    ).all()
+
+
+def apply_settings(connector: Connector, values: ConnectorSettings) -> bool:
+    """Store the wizard's values. Returns True when the role changed and must be checked again."""
+    role_changed = any(getattr(connector, name) != getattr(values, name) for name in ROLE_FIELDS)
+    for name, value in vars(values).items():
+        setattr(connector, name, value)
+    if role_changed:
+        connector.status = ConnectorStatus.DRAFT
+        connector.role_arn = None
+        connector.bucket_region = None
+        connector.verified_at = None
+    return role_changed
+
+
+def destination_of(connector: Connector) -> Destination:
+    if not connector.settings_complete:
+        raise ValueError("the connector's destination settings are not complete")
+    assert connector.bucket and connector.account_id and connector.role_name
+    return Destination(
+        bucket=connector.bucket,
+        prefix=connector.prefix,
+        account_id=connector.account_id,
+        role_name=connector.role_name,
+        role_path=connector.role_path,
+        external_id=connector.external_id,
+        kms_key_arn=connector.kms_key_arn,
+    )
+
+
+def activate(connector: Connector, result: WriteCheckResult) -> bool:
+    """Mark the write check passed. Returns True when the connector was not active before."""
+    was_active = connector.status is ConnectorStatus.ACTIVE
+    connector.status = ConnectorStatus.ACTIVE
+    connector.role_arn = result.role_arn
+    connector.bucket_region = result.bucket_region
+    connector.verified_at = utcnow()
+    connector.last_check_error = None
+    return not was_active
+
+
+def last_run(session: Session, connector_id: int) -> ExportRun | None:
+    return session.scalar(
+        select(ExportRun)
+        .where(ExportRun.connector_id == connector_id)
+        .order_by(ExportRun.queued_at.desc(), ExportRun.id.desc())
+        .limit(1)
+    )

@@ -1,0 +1,51 @@
+"""Engine and session factory shared by the portal, the workers and the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table."""
+
+
+@lru_cache(maxsize=8)
+def get_engine(database_url: str) -> Engine:
+    """One engine per URL per process (engines own connection pools)."""
+    if database_url.startswith("sqlite"):
+        engine = create_engine(database_url, connect_args={"check_same_thread": False})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(database_url, pool_pre_ping=True)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    # Foreign keys are off by default in SQLite; WAL lets the web process read while a worker writes.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()
+
+
+def session_factory(database_url: str) -> sessionmaker[Session]:
+    return sessionmaker(bind=get_engine(database_url), expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(database_url: str) -> Iterator[Session]:
+    """A session that commits on success and rolls back on any exception."""
+    session = session_factory(database_url)()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

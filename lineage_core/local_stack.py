@@ -1,0 +1,58 @@
+"""Deploying a role template to the local AWS endpoint, for the demo (no real AWS at hand).
+
+This does what the admin does in the AWS console in Part 2 of the setup: create a CloudFormation
+stack from the downloaded template, acknowledging that it creates a named IAM role.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from lineage_core.aws import vendor_client
+from lineage_core.config import Settings
+
+_DONE = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
+_FAILED_SUFFIXES = ("_FAILED", "ROLLBACK_COMPLETE")
+
+
+class LocalDeployError(RuntimeError):
+    pass
+
+
+def stack_name_for(role_name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9-]", "-", role_name).strip("-") or "role"
+    return f"FoundationalOpenLineageExport-{cleaned}"[:128]
+
+
+def deploy_template(settings: Settings, template_body: str, stack_name: str, timeout_s: float = 60) -> str:
+    """Create (or replace) the stack on the local endpoint and return the role ARN it outputs.
+
+    Raises:
+        LocalDeployError: not in local mode, or the stack did not complete.
+    """
+    if not settings.aws_endpoint_url:
+        raise LocalDeployError("Local deployment needs AWS_ENDPOINT_URL pointing at the local AWS endpoint.")
+    cloudformation = vendor_client(settings, "cloudformation")
+    existing = {
+        s["StackName"]
+        for s in cloudformation.list_stacks()["StackSummaries"]
+        if s["StackStatus"] != "DELETE_COMPLETE"
+    }
+    if stack_name in existing:
+        cloudformation.delete_stack(StackName=stack_name)
+    cloudformation.create_stack(
+        StackName=stack_name, TemplateBody=template_body, Capabilities=["CAPABILITY_NAMED_IAM"]
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
+        status = stack["StackStatus"]
+        if status in _DONE:
+            outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+            return outputs.get("RoleArn", "")
+        if status.endswith(_FAILED_SUFFIXES) or time.monotonic() > deadline:
+            raise LocalDeployError(
+                f"Stack {stack_name} ended in {status}: {stack.get('StackStatusReason', '')}"
+            )
+        time.sleep(0.2)

@@ -1,0 +1,188 @@
+"""Tables of organizations, users and export connectors.
+
+The database is the source of truth for connectors, their schedule and the history of their exports;
+Redis only holds queues, so everything the scheduler needs can be derived from these rows.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from lineage_core.db import Base
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on PostgreSQL and SQLite alike (SQLite drops the offset)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are ambiguous; pass an aware UTC datetime")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _enum(enum_class: type[enum.StrEnum]) -> Enum:
+    # Store the lowercase values, checked by a VARCHAR + CHECK rather than a PostgreSQL ENUM type,
+    # so adding a member is a plain migration on both databases.
+    return Enum(
+        enum_class,
+        native_enum=False,
+        length=20,
+        values_callable=lambda members: [member.value for member in members],
+        validate_strings=True,
+    )
+
+
+class Role(enum.StrEnum):
+    ORG_ADMIN = "org_admin"
+    OPERATOR = "operator"
+
+
+class ConnectorStatus(enum.StrEnum):
+    DRAFT = "draft"  # settings entered, write check not passed yet
+    ACTIVE = "active"  # write check passed; exports run on schedule
+    PAUSED = "paused"  # an admin stopped the schedule
+
+
+class RunStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class Organization(Base):
+    __tablename__ = "organizations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+    users: Mapped[list[User]] = relationship(back_populates="organization")
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    role: Mapped[Role] = mapped_column(_enum(Role))
+    # Operators are vendor staff and belong to no organization.
+    organization_id: Mapped[int | None] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), nullable=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+    organization: Mapped[Organization | None] = relationship(back_populates="users")
+
+
+class Connector(Base):
+    """One "account" of the OpenLineage export: a bucket, a prefix and the customer role that writes to it.
+
+    Settings fields are nullable because the draft exists from "Start Setup" on: its External ID is
+    minted then, so that the template the admin downloads and the record Save checks always agree.
+    """
+
+    __tablename__ = "connectors"
+    __table_args__ = (Index("ix_connectors_org_status", "organization_id", "status"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    status: Mapped[ConnectorStatus] = mapped_column(_enum(ConnectorStatus), default=ConnectorStatus.DRAFT)
+    external_id: Mapped[str] = mapped_column(String(128), unique=True)
+
+    bucket: Mapped[str | None] = mapped_column(String(63))
+    prefix: Mapped[str] = mapped_column(String(1024), default="")
+    account_id: Mapped[str | None] = mapped_column(String(12))
+    role_name: Mapped[str | None] = mapped_column(String(64))
+    role_path: Mapped[str] = mapped_column(String(512), default="/")
+    permissions_boundary_arn: Mapped[str | None] = mapped_column(String(2048))
+    kms_key_arn: Mapped[str | None] = mapped_column(String(2048))
+    interval_days: Mapped[int] = mapped_column(Integer, default=14)
+
+    # Resolved and stored by a passing write check.
+    role_arn: Mapped[str | None] = mapped_column(String(2048))
+    bucket_region: Mapped[str | None] = mapped_column(String(32))
+    verified_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    last_check_error: Mapped[str | None] = mapped_column(Text)
+
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
+
+    runs: Mapped[list[ExportRun]] = relationship(
+        back_populates="connector", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    @property
+    def settings_complete(self) -> bool:
+        return bool(self.bucket and self.account_id and self.role_name)
+
+
+class ExportRun(Base):
+    """One attempt to export a connector's snapshot."""
+
+    __tablename__ = "export_runs"
+    __table_args__ = (Index("ix_export_runs_connector_started", "connector_id", "started_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    connector_id: Mapped[int] = mapped_column(ForeignKey("connectors.id", ondelete="CASCADE"))
+    status: Mapped[RunStatus] = mapped_column(_enum(RunStatus))
+    trigger: Mapped[str] = mapped_column(String(20), default="schedule")
+    job_id: Mapped[str | None] = mapped_column(String(128))
+    queued_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    events: Mapped[int | None] = mapped_column(Integer)
+    bytes: Mapped[int | None] = mapped_column(BigInteger)
+    etag: Mapped[str | None] = mapped_column(String(200))
+    version_id: Mapped[str | None] = mapped_column(String(1024))
+    error: Mapped[str | None] = mapped_column(Text)
+
+    connector: Mapped[Connector] = relationship(back_populates="runs")
+
+
+class ApiKey(Base):
+    """An organization's key for the OpenLineage ingest API. Only a hash of the secret is stored."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (UniqueConstraint("key_hash"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(16), index=True)
+    key_hash: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

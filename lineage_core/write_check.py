@@ -1,0 +1,219 @@
+"""The write check that Save runs before a connector becomes active (spec, Part 3).
+
+It does what an export will do, with the customer's role and nothing more: assume the role with the
+External ID, find the bucket's region, write the probe object under the prefix (with the KMS key when
+one is configured), read it back, open and abort a multipart upload (the export streams through one),
+and delete the probe. Every failure becomes a :class:`WriteCheckError` whose message starts with the
+spec's words and then says what went wrong and what to check.
+"""
+
+from __future__ import annotations
+
+import secrets
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from lineage_core import aws
+from lineage_core.config import Settings
+from lineage_core.destination import partition_for_region, probe_key, role_arn, s3_url
+
+_TRUST_ADVICE = (
+    "Check that the stack was created in AWS account {account} from the downloaded template, "
+    "and that the AWS Account ID, IAM Role Name and External ID match it."
+)
+_WRITE_ADVICE = "Check the bucket name, and that the role's policy covers the bucket and prefix."
+_KMS_ADVICE = (
+    " For SSE-KMS buckets, also check that the role may use the key (kms:GenerateDataKey, kms:Decrypt)."
+)
+
+
+@dataclass(frozen=True)
+class Destination:
+    """What the write check needs to know about a connector."""
+
+    bucket: str
+    prefix: str
+    account_id: str
+    role_name: str
+    role_path: str
+    external_id: str
+    kms_key_arn: str | None = None
+
+
+@dataclass(frozen=True)
+class WriteCheckResult:
+    role_arn: str
+    bucket_region: str
+
+
+class WriteCheckError(Exception):
+    """The check failed; ``str(error)`` is the message for the admin."""
+
+
+class AwsClients(Protocol):
+    """Where the check gets its clients; tests substitute stubbed ones."""
+
+    def sts(self) -> Any: ...
+
+    def s3(self, credentials: aws.AssumedCredentials, region: str) -> Any: ...
+
+
+class LiveAwsClients:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def sts(self) -> Any:
+        return aws.vendor_client(self._settings, "sts")
+
+    def s3(self, credentials: aws.AssumedCredentials, region: str) -> Any:
+        return aws.customer_client(self._settings, credentials, "s3", region)
+
+
+def describe_aws_error(error: BaseException) -> str:
+    """A short, secret-free description of an AWS failure: the error code and AWS's message."""
+    if isinstance(error, ClientError):
+        info = error.response.get("Error", {})
+        code = info.get("Code") or "Error"
+        message = info.get("Message") or ""
+        return f"{code} ({message})" if message and message != code else str(code)
+    if isinstance(error, BotoCoreError):
+        return f"AWS could not be reached: {error}"
+    return type(error).__name__
+
+
+def run_write_check(
+    settings: Settings, destination: Destination, clients: AwsClients | None = None
+) -> WriteCheckResult:
+    """Prove we can write the export with this destination's role.
+
+    Raises:
+        WriteCheckError: any step failed; nothing is left behind in the bucket that we could delete.
+    """
+    clients = clients or LiveAwsClients(settings)
+    arn = role_arn(
+        partition_for_region(settings.aws_region),
+        destination.account_id,
+        destination.role_path,
+        destination.role_name,
+    )
+    sts = clients.sts()
+    credentials = _assume(settings, sts, arn, destination)
+    if settings.require_external_id_enforcement:
+        _refuse_unconditional_trust(settings, sts, arn)
+
+    s3 = clients.s3(credentials, settings.aws_region)
+    region = _bucket_region(s3, destination)
+    if region != settings.aws_region:
+        s3 = clients.s3(credentials, region)
+    _write_read_delete_probe(s3, destination)
+    return WriteCheckResult(role_arn=arn, bucket_region=region)
+
+
+def _assume(settings: Settings, sts: Any, arn: str, destination: Destination) -> aws.AssumedCredentials:
+    try:
+        return aws.assume_role(settings, arn, destination.external_id, sts=sts)
+    except (ClientError, BotoCoreError) as error:
+        raise WriteCheckError(
+            f"Could not assume the trust role {arn}: {describe_aws_error(error)}. "
+            + _TRUST_ADVICE.format(account=destination.account_id)
+        ) from error
+
+
+def _refuse_unconditional_trust(settings: Settings, sts: Any, arn: str) -> None:
+    # AWS's confused-deputy guidance: a role we can assume without the External ID could be pointed
+    # at us by anyone who learns its ARN. Only an AccessDenied proves the condition is enforced.
+    try:
+        aws.assume_role(settings, arn, None, sts=sts)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "AccessDenied":
+            return
+        raise WriteCheckError(
+            f"Could not assume the trust role {arn} to confirm that it requires the External ID: "
+            f"{describe_aws_error(error)}. Try saving again in a minute."
+        ) from error
+    except BotoCoreError as error:
+        raise WriteCheckError(
+            f"Could not assume the trust role {arn}: {describe_aws_error(error)}. Try saving again."
+        ) from error
+    raise WriteCheckError(
+        f"Could not assume the trust role {arn} safely: the role can be assumed without the External ID. "
+        "Its trust policy must require the External ID shown on this screen; deploy the downloaded "
+        "template unchanged, or add the sts:ExternalId condition to the role's trust policy."
+    )
+
+
+def _bucket_region(s3: Any, destination: Destination) -> str:
+    where = s3_url(destination.bucket, destination.prefix)
+    try:
+        location = s3.get_bucket_location(Bucket=destination.bucket).get("LocationConstraint")
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code")
+        if code == "NoSuchBucket":
+            raise WriteCheckError(
+                f"Could not write to {where}: the bucket {destination.bucket} does not exist. "
+                "Check the bucket name."
+            ) from error
+        raise WriteCheckError(
+            f"Could not write to {where}: the role could not look up the bucket's region "
+            f"({describe_aws_error(error)}). " + _WRITE_ADVICE
+        ) from error
+    except BotoCoreError as error:
+        raise WriteCheckError(f"Could not write to {where}: {describe_aws_error(error)}.") from error
+    # Buckets in us-east-1 report no constraint; very old eu-west-1 buckets report "EU".
+    if not location:
+        return "us-east-1"
+    return "eu-west-1" if location == "EU" else str(location)
+
+
+def _write_read_delete_probe(s3: Any, destination: Destination) -> None:
+    key = probe_key(destination.prefix)
+    where = s3_url(destination.bucket, destination.prefix, key.rsplit("/", 1)[-1])
+    advice = _WRITE_ADVICE + (_KMS_ADVICE if destination.kms_key_arn else "")
+    body = f"write check {secrets.token_hex(16)}\n".encode()
+    encryption: dict[str, str] = {}
+    if destination.kms_key_arn:
+        encryption = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": destination.kms_key_arn}
+
+    def fail(action: str, error: BaseException) -> WriteCheckError:
+        return WriteCheckError(
+            f"Could not write to {where}: {action} failed, {describe_aws_error(error)}. {advice}"
+        )
+
+    try:
+        s3.put_object(Bucket=destination.bucket, Key=key, Body=body, **encryption)
+    except (ClientError, BotoCoreError) as error:
+        raise fail("PutObject", error) from error
+    try:
+        try:
+            read_back = s3.get_object(Bucket=destination.bucket, Key=key)["Body"].read()
+        except (ClientError, BotoCoreError) as error:
+            raise fail("GetObject", error) from error
+        if read_back != body:
+            raise WriteCheckError(
+                f"Could not write to {where}: the object read back differs from the one written. "
+                "Check for bucket policies or replication rules that rewrite objects under the prefix."
+            )
+        try:
+            upload = s3.create_multipart_upload(Bucket=destination.bucket, Key=key, **encryption)
+            s3.abort_multipart_upload(Bucket=destination.bucket, Key=key, UploadId=upload["UploadId"])
+        except (ClientError, BotoCoreError) as error:
+            raise fail("the multipart upload the export uses", error) from error
+    except WriteCheckError:
+        # Tidy up on the way out, but report the first failure, not a follow-on one.
+        with suppress(ClientError, BotoCoreError):
+            s3.delete_object(Bucket=destination.bucket, Key=key)
+        raise
+    _delete_probe(s3, destination.bucket, key, where, advice)
+
+
+def _delete_probe(s3: Any, bucket: str, key: str, where: str, advice: str) -> None:
+    try:
+        s3.delete_object(Bucket=bucket, Key=key)
+    except (ClientError, BotoCoreError) as error:
+        raise WriteCheckError(
+            f"Could not write to {where}: the probe object was written but DeleteObject failed, "
+            f"{describe_aws_error(error)}. {advice} (s3:DeleteObject is needed to replace the export.)"
+        ) from error

@@ -1,0 +1,57 @@
+"""The admin portal: a Flask application factory.
+
+``flask --app portal run`` (or gunicorn ``portal:create_app()``) builds the app from environment
+settings; tests pass ``settings`` and ``test_config`` explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, redirect, url_for
+from flask_login import current_user
+from werkzeug.wrappers.response import Response
+
+from lineage_core.config import Settings
+from portal import database, security
+from portal.extensions import csrf, login_manager
+
+
+def create_app(test_config: dict[str, Any] | None = None, settings: Settings | None = None) -> Flask:
+    app = Flask(__name__)
+    settings = settings or Settings.from_env()
+    app.config.update(
+        SECRET_KEY=settings.secret_key,
+        SETTINGS=settings,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=not settings.local_mode,
+        REMEMBER_COOKIE_HTTPONLY=True,
+        MAX_CONTENT_LENGTH=5 * 1024 * 1024,
+        WTF_CSRF_TIME_LIMIT=None,  # tied to the session; a wizard left open for a while still saves
+    )
+    if test_config:
+        app.config.update(test_config)
+
+    csrf.init_app(app)
+    login_manager.init_app(app)
+    database.init_app(app)
+    security.init_app(app)
+
+    from portal import cli
+    from portal.auth.views import bp as auth_bp
+    from portal.integrations.views import bp as integrations_bp
+    from portal.ops.views import bp as ops_bp
+
+    app.register_blueprint(auth_bp)
+    app.register_blueprint(integrations_bp)
+    app.register_blueprint(ops_bp)
+    cli.init_app(app)
+
+    @app.get("/")
+    def index() -> Response:
+        if current_user.is_operator:
+            return redirect(url_for("ops.index"))
+        return redirect(url_for("integrations.index"))
+
+    return app

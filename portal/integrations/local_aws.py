@@ -1,0 +1,18 @@
+"""The local demo's "Deploy template to local AWS" button."""
+
+from __future__ import annotations
+
+from lineage_core import cloudformation
+from lineage_core.config import Settings
+from lineage_core.local_stack import LocalDeployError, deploy_template, stack_name_for
+from lineage_core.role_spec import RoleSpec
+
+
+def deploy_stack(settings: Settings, spec: RoleSpec) -> tuple[bool, str]:
+    """Deploy the connector's template locally. Returns (succeeded, message for the admin)."""
+    name = stack_name_for(spec.role_name)
+    try:
+        arn = deploy_template(settings, cloudformation.render_template(spec), name)
+    except LocalDeployError as error:
+        return False, str(error)
+    return True, f"Stack {name} deployed to the local AWS endpoint; it created {arn}. Now click Save."

