@@ -13,6 +13,9 @@ from lineage_core.models import Organization, Role, User
 _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 MIN_PASSWORD_LENGTH = 12
+# werkzeug's default (scrypt). The test suite lowers the cost; the stored hash names its own method,
+# so checking works whatever method a hash was made with.
+PASSWORD_HASH_METHOD = "scrypt"  # noqa: S105 (a method name, not a password)
 
 # Checked against when the e-mail is unknown, so a wrong e-mail costs as long as a wrong password.
 _DUMMY_HASH = generate_password_hash("not-a-real-password-used-for-timing")
@@ -52,7 +55,7 @@ def create_user(
         raise AccountError(f"A user with e-mail {email!r} already exists.")
     user = User(
         email=email,
-        password_hash=generate_password_hash(password),
+        password_hash=generate_password_hash(password, method=PASSWORD_HASH_METHOD),
         role=role,
         organization_id=organization.id if organization else None,
     )

@@ -14,8 +14,12 @@ from botocore.config import Config
 
 from lineage_core.config import Settings
 
-# Adaptive retries absorb throttling and transient network errors inside one call.
+# Background work (exports): adaptive retries absorb throttling and transient network errors.
 _CLIENT_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 5}, connect_timeout=10, read_timeout=60)
+# An admin is waiting on the page (the write check on Save): fail fast and say why.
+INTERACTIVE_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 2}, connect_timeout=3, read_timeout=20
+)
 SESSION_NAME = "openlineage-export"
 
 
@@ -29,13 +33,15 @@ class AssumedCredentials:
         return f"AssumedCredentials(access_key_id={self.access_key_id[:4]}…)"
 
 
-def vendor_client(settings: Settings, service: str, region: str | None = None) -> Any:
+def vendor_client(
+    settings: Settings, service: str, region: str | None = None, config: Config | None = None
+) -> Any:
     """A client with our own (vendor) credentials from the environment."""
     return boto3.session.Session().client(
         service,
         region_name=region or settings.aws_region,
         endpoint_url=settings.aws_endpoint_url,
-        config=_CLIENT_CONFIG,
+        config=config or _CLIENT_CONFIG,
     )
 
 
@@ -52,7 +58,11 @@ def assume_role(
 
 
 def customer_client(
-    settings: Settings, credentials: AssumedCredentials, service: str, region: str | None = None
+    settings: Settings,
+    credentials: AssumedCredentials,
+    service: str,
+    region: str | None = None,
+    config: Config | None = None,
 ) -> Any:
     """A client acting as the customer role."""
     return boto3.session.Session(
@@ -63,5 +73,5 @@ def customer_client(
         service,
         region_name=region or settings.aws_region,
         endpoint_url=settings.aws_endpoint_url,
-        config=_CLIENT_CONFIG,
+        config=config or _CLIENT_CONFIG,
     )

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 DEFAULT_DATABASE_URL = "sqlite:///instance/portal.db"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
-_ACCOUNT_ID = re.compile(r"^\d{12}$")
+_ACCOUNT_ID = re.compile(r"^\d{12}$", re.ASCII)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -51,6 +51,11 @@ class Settings:
     require_external_id_enforcement: bool
     export_queue: str
     local_mode: bool
+
+    @property
+    def schedule_queue(self) -> str:
+        """The queue of the schedule's periodic jobs (the tick), separate so exports never delay it long."""
+        return f"{self.export_queue}-schedule"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lineage_core.destination import new_external_id
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, utcnow
+from lineage_core.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
 from lineage_core.write_check import Destination, WriteCheckResult
 
 # Changing any of these changes the role or the policy the customer deployed, so the connector goes
@@ -99,9 +99,39 @@ def activate(connector: Connector, result: WriteCheckResult) -> bool:
 
 
 def last_run(session: Session, connector_id: int) -> ExportRun | None:
+    """The most recent run in any state."""
     return session.scalar(
         select(ExportRun)
         .where(ExportRun.connector_id == connector_id)
         .order_by(ExportRun.queued_at.desc(), ExportRun.id.desc())
         .limit(1)
     )
+
+
+@dataclass(frozen=True)
+class CardStatus:
+    """What the connector's card shows about exports."""
+
+    last_finished: ExportRun | None
+    in_flight: ExportRun | None
+
+
+def card_status(session: Session, connector_id: int) -> CardStatus:
+    last_finished = session.scalar(
+        select(ExportRun)
+        .where(
+            ExportRun.connector_id == connector_id,
+            ExportRun.status.in_([RunStatus.SUCCEEDED, RunStatus.FAILED]),
+        )
+        .order_by(ExportRun.finished_at.desc(), ExportRun.id.desc())
+        .limit(1)
+    )
+    in_flight = session.scalar(
+        select(ExportRun)
+        .where(
+            ExportRun.connector_id == connector_id,
+            ExportRun.status.in_([RunStatus.QUEUED, RunStatus.RUNNING]),
+        )
+        .limit(1)
+    )
+    return CardStatus(last_finished=last_finished, in_flight=in_flight)

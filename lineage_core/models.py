@@ -20,6 +20,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -115,7 +116,11 @@ class Connector(Base):
     """
 
     __tablename__ = "connectors"
-    __table_args__ = (Index("ix_connectors_org_status", "organization_id", "status"),)
+    __table_args__ = (
+        Index("ix_connectors_org_status", "organization_id", "status"),
+        # The scheduler's tick reads only the due rows through this index.
+        Index("ix_connectors_status_next_export", "status", "next_export_at"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
@@ -137,6 +142,10 @@ class Connector(Base):
     verified_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     last_check_error: Mapped[str | None] = mapped_column(Text)
 
+    # When the schedule next wants an export; derived from the runs by lineage_core.schedule and
+    # stored so that the tick's query costs what the number of due connectors costs.
+    next_export_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
 
@@ -153,7 +162,18 @@ class ExportRun(Base):
     """One attempt to export a connector's snapshot."""
 
     __tablename__ = "export_runs"
-    __table_args__ = (Index("ix_export_runs_connector_started", "connector_id", "started_at"),)
+    __table_args__ = (
+        Index("ix_export_runs_connector_queued", "connector_id", "queued_at"),
+        # At most one export of a connector queued or running, enforced by the database itself so
+        # that concurrent ticks, "Export now" clicks and web processes cannot race past it.
+        Index(
+            "uq_export_runs_one_in_flight",
+            "connector_id",
+            unique=True,
+            postgresql_where=text("status IN ('queued', 'running')"),
+            sqlite_where=text("status IN ('queued', 'running')"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     connector_id: Mapped[int] = mapped_column(ForeignKey("connectors.id", ondelete="CASCADE"))

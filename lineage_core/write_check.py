@@ -66,10 +66,10 @@ class LiveAwsClients:
         self._settings = settings
 
     def sts(self) -> Any:
-        return aws.vendor_client(self._settings, "sts")
+        return aws.vendor_client(self._settings, "sts", config=aws.INTERACTIVE_CONFIG)
 
     def s3(self, credentials: aws.AssumedCredentials, region: str) -> Any:
-        return aws.customer_client(self._settings, credentials, "s3", region)
+        return aws.customer_client(self._settings, credentials, "s3", region, config=aws.INTERACTIVE_CONFIG)
 
 
 def describe_aws_error(error: BaseException) -> str:

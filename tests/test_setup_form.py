@@ -62,6 +62,7 @@ BAD_INPUTS = [
     ("account_id", "1234567890123", "exactly 12 digits"),
     ("account_id", "12345678901a", "exactly 12 digits"),
     ("account_id", "acme", "exactly 12 digits"),
+    ("account_id", "\u0661" * 12, "exactly 12 digits"),  # Arabic-Indic digits match a Unicode \\d
     # role name
     ("role_name", "", "Enter the IAM role name."),
     ("role_name", "role name", "only letters"),
@@ -75,6 +76,7 @@ BAD_INPUTS = [
     ("interval_days", "fourteen", "whole number"),
     ("interval_days", "14.5", "whole number"),
     ("interval_days", "366", "at most 365"),
+    ("interval_days", "\u0661\u0664", "whole number"),
     ("interval_days", "99999999999999999999", "whole number"),
     # advanced
     ("kms_key_arn", "alias/my-key", "full ARN"),

@@ -19,9 +19,13 @@ def main() -> int:
         print(f"worker: {error}", file=sys.stderr)
         return 2
     connection = Redis.from_url(settings.redis_url)
-    queue = Queue(settings.export_queue, connection=connection)
-    # with_scheduler: RQ's own scheduler moves jobs retried with a delay (Retry intervals) back on the queue.
-    Worker([queue], connection=connection).work(with_scheduler=True)
+    # The schedule's tick first: it is short, and exports wait on it.
+    queues = [
+        Queue(settings.schedule_queue, connection=connection),
+        Queue(settings.export_queue, connection=connection),
+    ]
+    # with_scheduler: RQ's own scheduler puts delayed jobs (retries after a backoff) back on the queue.
+    Worker(queues, connection=connection).work(with_scheduler=True)
     return 0
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, url_for
 from flask_login import current_user
-from redis.exceptions import RedisError
 from werkzeug.wrappers.response import Response as BaseResponse
 
 from lineage_core import cloudformation, connectors
 from lineage_core.connectors import ConnectorSettings
 from lineage_core.destination import export_key, s3_url
-from lineage_core.export_queue import enqueue_export
+from lineage_core.export_queue import request_export
 from lineage_core.models import Connector, ConnectorStatus
 from lineage_core.role_spec import RoleSpec
 from lineage_core.write_check import WriteCheckError, run_write_check
@@ -45,7 +44,7 @@ def index() -> str:
 @org_admin_required
 def accounts() -> str:
     db = get_db()
-    items = [(c, connectors.last_run(db, c.id)) for c in connectors.list_for_org(db, _org_id())]
+    items = [(c, connectors.card_status(db, c.id)) for c in connectors.list_for_org(db, _org_id())]
     return render_template(
         "integrations/accounts.html", items=items, form=ConfirmForm(), export_key=export_key
     )
@@ -153,13 +152,10 @@ def save(connector_id: int) -> str | BaseResponse | tuple[str, int]:
     newly_active = connectors.activate(connector, result)
     db.commit()
     if newly_active:
-        try:
-            enqueue_export(settings(), connector.id, "first")
-        except RedisError:
-            current_app.logger.exception("could not enqueue the first export of connector %s", connector.id)
-            flash("Connected. The first export will start within a few minutes.", "success")
-            return redirect(url_for(".accounts"))
-    flash("Connected. The first export has started.", "success")
+        request_export(db, settings(), connector, "first")
+        flash("Connected. The first export has started.", "success")
+    else:
+        flash("The write check passed again.", "success")
     return redirect(url_for(".accounts"))
 
 

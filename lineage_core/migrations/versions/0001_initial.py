@@ -55,12 +55,14 @@ def upgrade() -> None:
     sa.Column('bucket_region', sa.String(length=32), nullable=True),
     sa.Column('verified_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('last_check_error', sa.Text(), nullable=True),
+    sa.Column('next_export_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['organization_id'], ['organizations.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('external_id')
     )
+    op.create_index('ix_connectors_status_next_export', 'connectors', ['status', 'next_export_at'], unique=False)
     op.create_index('ix_connectors_org_status', 'connectors', ['organization_id', 'status'], unique=False)
     op.create_table('users',
     sa.Column('id', sa.Integer(), nullable=False),
@@ -90,14 +92,24 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['connector_id'], ['connectors.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id')
     )
-    op.create_index('ix_export_runs_connector_started', 'export_runs', ['connector_id', 'started_at'], unique=False)
+    op.create_index('ix_export_runs_connector_queued', 'export_runs', ['connector_id', 'queued_at'], unique=False)
+    op.create_index(
+        'uq_export_runs_one_in_flight',
+        'export_runs',
+        ['connector_id'],
+        unique=True,
+        postgresql_where=sa.text("status IN ('queued', 'running')"),
+        sqlite_where=sa.text("status IN ('queued', 'running')"),
+    )
 
 
 def downgrade() -> None:
-    op.drop_index('ix_export_runs_connector_started', table_name='export_runs')
+    op.drop_index('uq_export_runs_one_in_flight', table_name='export_runs')
+    op.drop_index('ix_export_runs_connector_queued', table_name='export_runs')
     op.drop_table('export_runs')
     op.drop_table('users')
     op.drop_index('ix_connectors_org_status', table_name='connectors')
+    op.drop_index('ix_connectors_status_next_export', table_name='connectors')
     op.drop_table('connectors')
     op.drop_index(op.f('ix_api_keys_prefix'), table_name='api_keys')
     op.drop_table('api_keys')

@@ -1,0 +1,123 @@
+"""The scheduler's tick: repair in-flight runs from the database's point of view, then enqueue what is due.
+
+The database is the source of truth and Redis only holds queues, so each tick first re-derives what
+Redis should hold: a run still ``queued`` whose job Redis no longer has (Redis flushed, restarted, or
+down when the run was requested) gets its job back; a run still ``running`` whose job is gone, has
+failed, or has outlived the job timeout (its worker was killed) is closed as failed, which schedules
+the retry for the next nightly run. Then every active connector whose ``next_export_at`` has come
+gets an export, through the same :func:`request_export` that Save and "Export now" use.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from redis.exceptions import RedisError
+from rq.job import Job, JobStatus
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lineage_core.config import Settings
+from lineage_core.db import session_factory
+from lineage_core.export_queue import (
+    EXPORT_JOB_TIMEOUT_SECONDS,
+    enqueue_run,
+    export_job_id,
+    redis_connection,
+    request_export,
+)
+from lineage_core.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
+from lineage_core.schedule import refresh_next_export
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED_MESSAGE = (
+    "The export was interrupted before it finished (the worker running it stopped). "
+    "The previous export file is unchanged. Foundational retries on the next nightly run."
+)
+# How long a job may go unseen by RQ before we believe it is lost rather than just starting.
+_GRACE = timedelta(minutes=2)
+_DEAD_JOB_STATUSES = {JobStatus.FAILED, JobStatus.FINISHED, JobStatus.STOPPED, JobStatus.CANCELED}
+
+
+@dataclass
+class TickReport:
+    enqueued: int = 0
+    already_in_flight: int = 0
+    requeued: int = 0
+    closed: int = 0
+
+
+def run_tick(settings: Settings, now: datetime | None = None, limit: int = 10_000) -> TickReport:
+    """One pass of the schedule. Safe to run concurrently with itself: the database dedupes."""
+    now = now or utcnow()
+    report = TickReport()
+    session = session_factory(settings.database_url)()
+    try:
+        _reconcile_in_flight(session, settings, now, report)
+        due_ids = session.scalars(
+            select(Connector.id)
+            .where(Connector.status == ConnectorStatus.ACTIVE, Connector.next_export_at <= now)
+            .order_by(Connector.next_export_at)
+            .limit(limit)
+        ).all()
+        for connector_id in due_ids:
+            connector = session.get(Connector, connector_id)
+            if connector is None:  # deleted since the query
+                continue
+            if request_export(session, settings, connector, "schedule") is None:
+                report.already_in_flight += 1
+                session.rollback()
+            else:
+                report.enqueued += 1
+    finally:
+        session.close()
+    log.info("tick: %s", report)
+    return report
+
+
+def _reconcile_in_flight(session: Session, settings: Settings, now: datetime, report: TickReport) -> None:
+    runs = session.scalars(
+        select(ExportRun).where(ExportRun.status.in_([RunStatus.QUEUED, RunStatus.RUNNING]))
+    ).all()
+    if not runs:
+        return
+    try:
+        connection = redis_connection(settings)
+        jobs = Job.fetch_many([run.job_id or export_job_id(run.id) for run in runs], connection=connection)
+    except RedisError:
+        log.warning("tick: Redis unreachable; in-flight runs left as they are")
+        return
+    for run, job in zip(runs, jobs, strict=True):
+        status = _job_status(job)
+        if run.status is RunStatus.QUEUED:
+            if job is None and run.queued_at < now - _GRACE:
+                try:
+                    enqueue_run(settings, run.id)
+                    report.requeued += 1
+                except RedisError:
+                    log.warning("tick: could not re-enqueue run %s", run.id)
+            continue
+        started = run.started_at or run.queued_at
+        lost = (job is None or status in _DEAD_JOB_STATUSES) and started < now - _GRACE
+        overdue = started < now - timedelta(seconds=EXPORT_JOB_TIMEOUT_SECONDS) - _GRACE
+        if lost or overdue:
+            run.status = RunStatus.FAILED
+            run.finished_at = now
+            run.error = INTERRUPTED_MESSAGE
+            connector = session.get(Connector, run.connector_id)
+            if connector is not None:
+                refresh_next_export(session, connector)
+            session.commit()
+            report.closed += 1
+
+
+def _job_status(job: Job | None) -> JobStatus | None:
+    if job is None:
+        return None
+    try:
+        return job.get_status(refresh=False)
+    except Exception:  # a job hash half-written or from another RQ version: treat as unknown
+        return None

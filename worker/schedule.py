@@ -1,0 +1,71 @@
+"""The periodic jobs, declared as data, and their reconciliation with rq-scheduler.
+
+rq-scheduler keeps scheduled jobs in Redis across restarts, so a changed or removed definition would
+otherwise live on. At start the scheduler process calls :func:`reconcile`: each definition's job id
+carries a hash of the definition, so changed ones get a new id; ids we own that are no longer
+declared are cancelled. Keeping this in one module lets rq-scheduler be swapped out later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from rq_scheduler import Scheduler
+
+ID_PREFIX = "periodic-"
+
+
+@dataclass(frozen=True)
+class PeriodicJob:
+    name: str
+    func: str  # dotted path, so the scheduler never imports job code
+    interval_seconds: int
+    timeout_seconds: int
+
+    @property
+    def job_id(self) -> str:
+        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        return f"{ID_PREFIX}{self.name}-{digest}"
+
+
+PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
+    # Five minutes keeps "retry on the next nightly run" within minutes of 02:00 UTC, and a Redis
+    # flush is repaired within one interval; each tick costs what the due connectors cost.
+    PeriodicJob(
+        name="enqueue-due-exports",
+        func="worker.periodic.enqueue_due_exports",
+        interval_seconds=300,
+        timeout_seconds=600,
+    ),
+)
+
+
+def reconcile(
+    scheduler: Scheduler, queue_name: str, jobs: tuple[PeriodicJob, ...] = PERIODIC_JOBS
+) -> dict[str, list[str]]:
+    """Make rq-scheduler hold exactly ``jobs``. Returns the ids added and removed."""
+    wanted = {job.job_id: job for job in jobs}
+    present = {job.id for job in scheduler.get_jobs() if job.id.startswith(ID_PREFIX)}
+    removed = sorted(present - wanted.keys())
+    for job_id in removed:
+        scheduler.cancel(job_id)
+    added = []
+    for job_id, job in wanted.items():
+        if job_id in present:
+            continue
+        scheduler.schedule(
+            scheduled_time=datetime.now(UTC).replace(tzinfo=None),  # rq-scheduler works in naive UTC
+            func=job.func,
+            interval=job.interval_seconds,
+            repeat=None,
+            timeout=job.timeout_seconds,
+            id=job_id,
+            queue_name=queue_name,
+            result_ttl=3600,
+            description=f"periodic: {job.name}",
+        )
+        added.append(job_id)
+    return {"added": added, "removed": removed}

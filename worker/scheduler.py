@@ -1,0 +1,35 @@
+"""``python -m worker.scheduler``: the Procfile's scheduler process (rq-scheduler).
+
+Reconciles the periodic jobs of :mod:`worker.schedule`, then moves them onto the schedule queue as
+they come due. Several may run: rq-scheduler takes a lock, so only one enqueues at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from redis import Redis
+from rq_scheduler import Scheduler
+
+from lineage_core.config import ConfigError, Settings
+from worker.schedule import reconcile
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        settings = Settings.from_env()
+    except ConfigError as error:
+        print(f"scheduler: {error}", file=sys.stderr)
+        return 2
+    connection = Redis.from_url(settings.redis_url)
+    scheduler = Scheduler(queue_name=settings.schedule_queue, connection=connection, interval=30)
+    changes = reconcile(scheduler, settings.schedule_queue)
+    logging.getLogger(__name__).info("periodic jobs reconciled: %s", changes)
+    scheduler.run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
