@@ -40,6 +40,7 @@ class Settings:
             External ID. Only a local AWS emulator, which cannot model trust conditions, turns it off.
         export_queue: Name of the RQ queue that export jobs go to.
         local_mode: The product runs against a local AWS endpoint (demo); enables the local deploy button.
+        metrics_token: Bearer token a Prometheus scraper presents to /metrics (optional).
     """
 
     database_url: str
@@ -51,6 +52,7 @@ class Settings:
     require_external_id_enforcement: bool
     export_queue: str
     local_mode: bool
+    metrics_token: str | None = None
 
     @property
     def schedule_queue(self) -> str:
@@ -103,6 +105,7 @@ class Settings:
             require_external_id_enforcement=_flag(env, "REQUIRE_EXTERNAL_ID_ENFORCEMENT", default=True),
             export_queue=queue,
             local_mode=_flag(env, "LOCAL_MODE", default=False),
+            metrics_token=_optional_secret(env, "METRICS_TOKEN"),
         )
 
 
@@ -116,6 +119,13 @@ def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
     if value in _FALSE:
         return False
     raise ConfigError(f"{name} must be true or false; got {raw!r}.")
+
+
+def _optional_secret(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name) or None
+    if value is not None and len(value) < 16:
+        raise ConfigError(f"{name} must be at least 16 characters when set.")
+    return value
 
 
 def _normalise_postgres_url(url: str) -> str:

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from lineage_core.destination import new_external_id
 from lineage_core.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
+from lineage_core.schedule import refresh_next_export
 from lineage_core.write_check import Destination, WriteCheckResult
 
 # Changing any of these changes the role or the policy the customer deployed, so the connector goes
@@ -135,3 +136,23 @@ def card_status(session: Session, connector_id: int) -> CardStatus:
         .limit(1)
     )
     return CardStatus(last_finished=last_finished, in_flight=in_flight)
+
+
+def history(session: Session, connector_id: int, limit: int = 100) -> Sequence[ExportRun]:
+    return session.scalars(
+        select(ExportRun)
+        .where(ExportRun.connector_id == connector_id)
+        .order_by(ExportRun.queued_at.desc(), ExportRun.id.desc())
+        .limit(limit)
+    ).all()
+
+
+def pause(session: Session, connector: Connector) -> None:
+    """Stop the schedule. A run already queued or running finishes."""
+    connector.status = ConnectorStatus.PAUSED
+    connector.next_export_at = None
+
+
+def resume(session: Session, connector: Connector) -> None:
+    connector.status = ConnectorStatus.ACTIVE
+    refresh_next_export(session, connector)

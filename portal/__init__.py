@@ -39,13 +39,21 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
     security.init_app(app)
 
     from portal import cli
+    from portal.api.views import bp as api_bp
+    from portal.api_keys.views import bp as api_keys_bp
     from portal.auth.views import bp as auth_bp
     from portal.integrations.views import bp as integrations_bp
+    from portal.ops import rq_dashboard_mount
+    from portal.ops.health import bp as ops_health_bp
     from portal.ops.views import bp as ops_bp
 
     app.register_blueprint(auth_bp)
     app.register_blueprint(integrations_bp)
     app.register_blueprint(ops_bp)
+    app.register_blueprint(ops_health_bp)
+    rq_dashboard_mount.init_app(app, settings.redis_url)
+    app.register_blueprint(api_bp)
+    app.register_blueprint(api_keys_bp)
     cli.init_app(app)
 
     @app.get("/")

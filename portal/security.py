@@ -93,6 +93,18 @@ def operator_required(view: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+_STRICT_CSP = "default-src 'self'; style-src 'self'; frame-ancestors 'none'"
+# rq-dashboard's pages carry inline scripts and styles; they are operator-only and behind our login.
+_RQ_DASHBOARD_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; frame-ancestors 'none'"
+)
+
+
+def _csp_for(blueprint: str | None) -> str:
+    return _RQ_DASHBOARD_CSP if blueprint == "rq_dashboard" else _STRICT_CSP
+
+
 def init_app(app: Flask) -> None:
     app.before_request(_require_login)
 
@@ -101,7 +113,5 @@ def init_app(app: Flask) -> None:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "DENY")
         response.headers.setdefault("Referrer-Policy", "same-origin")
-        response.headers.setdefault(
-            "Content-Security-Policy", "default-src 'self'; style-src 'self'; frame-ancestors 'none'"
-        )
+        response.headers.setdefault("Content-Security-Policy", _csp_for(request.blueprint))
         return response

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 import redis
@@ -71,3 +74,47 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def process_env(settings: Any) -> dict[str, str]:
+    """The environment a product process (worker, scheduler, CLI) needs to use these settings."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": settings.database_url,
+            "REDIS_URL": settings.redis_url,
+            "SECRET_KEY": settings.secret_key,
+            "VENDOR_AWS_ACCOUNT_ID": settings.vendor_account_id,
+            "AWS_REGION": settings.aws_region,
+            "EXPORT_QUEUE": settings.export_queue,
+            "REQUIRE_EXTERNAL_ID_ENFORCEMENT": "true"
+            if settings.require_external_id_enforcement
+            else "false",
+        }
+    )
+    if settings.aws_endpoint_url:
+        env["AWS_ENDPOINT_URL"] = settings.aws_endpoint_url
+    return env
+
+
+@contextmanager
+def running_worker(settings: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``python -m worker`` process for the given settings; stopped (SIGTERM) afterwards."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "worker"],
+        env=process_env(settings),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process.stdout is not None:
+            process.stdout.close()

@@ -17,6 +17,8 @@ from tests.conftest import PASSWORD, csrf_token_from, login
 PUBLIC = {
     "auth.login": "the sign-in form",
     "static": "stylesheets",
+    "ops_health.healthz": "load balancers; answers only ok/unreachable per dependency",
+    "ops_health.metrics": "Prometheus; checks a bearer token or an operator session itself",
 }
 
 

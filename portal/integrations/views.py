@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, url_for
 from flask_login import current_user
 from werkzeug.wrappers.response import Response as BaseResponse
 
 from lineage_core import cloudformation, connectors
 from lineage_core.connectors import ConnectorSettings
-from lineage_core.destination import export_key, s3_url
+from lineage_core.destination import export_key, partition_for_region, s3_url
 from lineage_core.export_queue import request_export
 from lineage_core.models import Connector, ConnectorStatus
+from lineage_core.reader_policy import reader_policy
 from lineage_core.role_spec import RoleSpec
+from lineage_core.schedule import refresh_next_export
 from lineage_core.write_check import WriteCheckError, run_write_check
 from portal.database import get_db, settings
 from portal.integrations import local_aws
@@ -80,6 +84,7 @@ def setup(connector_id: int) -> str | BaseResponse:
         )
         was_active = connector.status is not ConnectorStatus.DRAFT
         role_changed = connectors.apply_settings(connector, values)
+        refresh_next_export(get_db(), connector)  # a new interval moves the next export
         get_db().commit()
         if was_active and not role_changed:
             flash("Saved. The new export interval applies from the next export.", "success")
@@ -191,3 +196,72 @@ def deploy_local(connector_id: int) -> BaseResponse:
     succeeded, message = local_aws.deploy_stack(settings(), spec)
     flash(message, "success" if succeeded else "error")
     return redirect(url_for(".deploy", connector_id=connector.id))
+
+
+def _post_or_400() -> None:
+    if not ConfirmForm().validate_on_submit():
+        abort(400)
+
+
+@bp.post("/openlineage/<int:connector_id>/export-now")
+@org_admin_required
+def export_now(connector_id: int) -> BaseResponse:
+    connector = _connector_or_404(connector_id)
+    _post_or_400()
+    if connector.status is not ConnectorStatus.ACTIVE:
+        flash("Only an active connection can export. Finish setup or resume it first.", "error")
+    elif request_export(get_db(), settings(), connector, "manual") is None:
+        flash("An export of this connection is already queued or running.", "warning")
+    else:
+        flash("Export started.", "success")
+    return redirect(url_for(".accounts"))
+
+
+@bp.post("/openlineage/<int:connector_id>/pause")
+@org_admin_required
+def pause(connector_id: int) -> BaseResponse:
+    connector = _connector_or_404(connector_id)
+    _post_or_400()
+    if connector.status is ConnectorStatus.ACTIVE:
+        connectors.pause(get_db(), connector)
+        get_db().commit()
+        flash("Exports paused. The last export file stays in the bucket.", "success")
+    return redirect(url_for(".accounts"))
+
+
+@bp.post("/openlineage/<int:connector_id>/resume")
+@org_admin_required
+def resume(connector_id: int) -> BaseResponse:
+    connector = _connector_or_404(connector_id)
+    _post_or_400()
+    if connector.status is ConnectorStatus.PAUSED:
+        connectors.resume(get_db(), connector)
+        get_db().commit()
+        flash("Exports resumed.", "success")
+    return redirect(url_for(".accounts"))
+
+
+@bp.get("/openlineage/<int:connector_id>/history")
+@org_admin_required
+def history(connector_id: int) -> str:
+    connector = _connector_or_404(connector_id)
+    return render_template(
+        "integrations/history.html", connector=connector, runs=connectors.history(get_db(), connector.id)
+    )
+
+
+@bp.get("/openlineage/<int:connector_id>/read")
+@org_admin_required
+def read_export(connector_id: int) -> str | BaseResponse:
+    """Part 4 of the spec: what a downstream tool needs to read the export."""
+    connector = _connector_or_404(connector_id)
+    if not connector.settings_complete:
+        return redirect(url_for(".setup", connector_id=connector.id))
+    partition = partition_for_region(connector.bucket_region or settings().aws_region)
+    policy = reader_policy(connector.bucket or "", connector.prefix, partition)
+    return render_template(
+        "integrations/read.html",
+        connector=connector,
+        policy_json=json.dumps(policy, indent=2),
+        export_url=s3_url(connector.bucket or "", connector.prefix, "openlineage-events.jsonl"),
+    )

@@ -1,24 +1,32 @@
-"""Pages for operators (vendor staff): every organization's connectors at a glance."""
+"""Pages for operators (vendor staff): every organization's connectors, queues and workers."""
 
 from __future__ import annotations
 
-from flask import Blueprint, render_template
-from sqlalchemy import select
+from flask import Blueprint, render_template, request
+from redis.exceptions import RedisError
 
-from lineage_core.connectors import last_run
-from lineage_core.models import Connector, Organization
-from portal.database import get_db
+from lineage_core.export_queue import redis_connection
+from lineage_core.ops_status import connector_health, queue_health, worker_health
+from portal.database import get_db, settings
 from portal.security import operator_required
 
 bp = Blueprint("ops", __name__, url_prefix="/ops")
+PAGE_SIZE = 200
 
 
 @bp.get("/")
 @operator_required
 def index() -> str:
-    db = get_db()
-    rows = db.execute(
-        select(Connector, Organization.slug).join(Organization).order_by(Organization.slug, Connector.id)
-    ).all()
-    items = [(connector, slug, last_run(db, connector.id)) for connector, slug in rows]
-    return render_template("ops/index.html", items=items)
+    page = max(request.args.get("page", 1, type=int) or 1, 1)
+    rows = connector_health(get_db(), limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+    connection = redis_connection(settings())
+    try:
+        queues, workers, redis_error = queue_health(settings(), connection), worker_health(connection), None
+    except RedisError as error:
+        queues, workers, redis_error = [], [], f"Redis is unreachable: {type(error).__name__}"
+    finally:
+        connection.close()
+    return render_template(
+        "ops/index.html", rows=rows, queues=queues, workers=workers, redis_error=redis_error, page=page,
+        page_size=PAGE_SIZE,
+    )

@@ -1,0 +1,98 @@
+"""Prometheus metrics, computed from the database and Redis at scrape time.
+
+The database holds every run, so the figures are right whichever web process is scraped and survive
+restarts (no per-process counters to lose or sum).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from redis.exceptions import RedisError
+from rq import Queue
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from lineage_core.config import Settings
+from lineage_core.export_queue import redis_connection
+from lineage_core.models import Connector, ExportRun, RunStatus
+
+
+class ServiceCollector(Collector):
+    def __init__(self, session: Session, settings: Settings) -> None:
+        self._session = session
+        self._settings = settings
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._exports()
+        yield from self._connectors()
+        yield from self._queues()
+
+    def _exports(self) -> Iterator[Metric]:
+        runs = CounterMetricFamily("olx_export_runs", "Export runs by status.", labels=["status"])
+        counts = dict(
+            self._session.execute(select(ExportRun.status, func.count()).group_by(ExportRun.status)).all()
+        )
+        for status in RunStatus:
+            runs.add_metric([status.value], counts.get(status, 0))
+        yield runs
+
+        succeeded = select(ExportRun).where(ExportRun.status == RunStatus.SUCCEEDED).subquery()
+        total_bytes, total_events, count = self._session.execute(
+            select(
+                func.coalesce(func.sum(succeeded.c.bytes), 0),
+                func.coalesce(func.sum(succeeded.c.events), 0),
+                func.count(),
+            )
+        ).one()
+        yield CounterMetricFamily(
+            "olx_export_bytes", "Bytes written by successful exports.", value=total_bytes
+        )
+        yield CounterMetricFamily(
+            "olx_export_events", "Events written by successful exports.", value=total_events
+        )
+        durations = [
+            (finished - started).total_seconds()
+            for started, finished in self._session.execute(
+                select(ExportRun.started_at, ExportRun.finished_at)
+                .where(ExportRun.status == RunStatus.SUCCEEDED, ExportRun.started_at.is_not(None))
+                .order_by(ExportRun.finished_at.desc())
+                .limit(1000)
+            )
+            if started and finished
+        ]
+        duration = GaugeMetricFamily(
+            "olx_export_duration_seconds",
+            "Duration of recent successful exports (last 1000).",
+            labels=["stat"],
+        )
+        if durations:
+            duration.add_metric(["max"], max(durations))
+            duration.add_metric(["mean"], sum(durations) / len(durations))
+        yield duration
+        yield GaugeMetricFamily("olx_export_succeeded_runs", "Successful export runs.", value=count)
+
+    def _connectors(self) -> Iterator[Metric]:
+        gauge = GaugeMetricFamily("olx_connectors", "Connectors by status.", labels=["status"])
+        for status, count in self._session.execute(
+            select(Connector.status, func.count()).group_by(Connector.status)
+        ):
+            gauge.add_metric([status.value], count)
+        yield gauge
+
+    def _queues(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily("olx_queue_depth", "Jobs waiting in each RQ queue.", labels=["queue"])
+        up = GaugeMetricFamily("olx_redis_up", "1 when Redis answered the scrape.")
+        connection = redis_connection(self._settings)
+        try:
+            for name in (self._settings.schedule_queue, self._settings.export_queue):
+                depth.add_metric([name], Queue(name, connection=connection).count)
+            up.add_metric([], 1)
+        except RedisError:
+            up.add_metric([], 0)
+        finally:
+            connection.close()
+        yield depth
+        yield up
