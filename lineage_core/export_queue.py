@@ -9,13 +9,14 @@ tick puts its job back on the queue. The web process enqueues by dotted path and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import suppress
 
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue
-from rq.exceptions import DuplicateJobError
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import String, cast, literal, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from lineage_core.config import Settings
@@ -23,6 +24,7 @@ from lineage_core.models import Connector, ExportRun, RunStatus, utcnow
 
 EXPORT_JOB = "worker.jobs.export_connector"
 EXPORT_JOB_TIMEOUT_SECONDS = 2 * 3600
+_IN_FLIGHT = text("status IN ('queued', 'running')")
 
 
 def export_job_id(run_id: int) -> str:
@@ -39,44 +41,88 @@ def request_export(
     """Create a queued run for the connector and enqueue its job. Commits the session.
 
     Returns the new run, or None when an export of this connector is already queued or running.
-    A Redis failure is logged by the caller's tick later: the run stays queued and is re-enqueued.
     """
-    run = ExportRun(connector_id=connector.id, status=RunStatus.QUEUED, trigger=trigger, queued_at=utcnow())
-    try:
-        with session.begin_nested():
-            session.add(run)
-            session.flush()
-    except IntegrityError:
+    created = request_exports(session, settings, [connector.id], trigger)
+    if not created:
         return None
-    run.job_id = export_job_id(run.id)
-    connector.next_export_at = None  # nothing is due while a run is in flight
+    session.refresh(connector)
+    return session.get(ExportRun, created[0])
+
+
+def request_exports(
+    session: Session, settings: Settings, connector_ids: Sequence[int], trigger: str
+) -> list[int]:
+    """Queue one export for each connector that has none in flight. Commits; returns the new run ids.
+
+    One INSERT … ON CONFLICT DO NOTHING against the partial unique index decides, atomically, which
+    connectors get a run; their jobs then go to Redis in one pipeline. If Redis is unreachable the runs
+    stay queued in the database and the scheduler's next tick enqueues them.
+    """
+    if not connector_ids:
+        return []
+    now = utcnow()
+    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+    source = select(
+        Connector.id,
+        literal(RunStatus.QUEUED.value),
+        literal(trigger),
+        literal(now, type_=ExportRun.queued_at.type),
+    ).where(Connector.id.in_(connector_ids))
+    statement = (
+        insert(ExportRun)
+        .from_select(["connector_id", "status", "trigger", "queued_at"], source)
+        .on_conflict_do_nothing(index_elements=["connector_id"], index_where=_IN_FLIGHT)
+        .returning(ExportRun.id, ExportRun.connector_id)
+    )
+    created = session.execute(statement).all()
+    run_ids = [row[0] for row in created]
+    if run_ids:
+        session.execute(
+            update(ExportRun)
+            .where(ExportRun.id.in_(run_ids))
+            .values(job_id=literal("export-run-", String) + cast(ExportRun.id, String))
+            .execution_options(synchronize_session=False)
+        )
+        # Nothing is due while a run is in flight; the run's end computes the next time.
+        session.execute(
+            update(Connector)
+            .where(Connector.id.in_([row[1] for row in created]))
+            .values(next_export_at=None)
+            .execution_options(synchronize_session=False)
+        )
     session.commit()
-    # If Redis is unreachable the run stays queued in the database and the next tick enqueues it.
     with suppress(RedisError):
-        enqueue_run(settings, run.id)
-    return run
+        enqueue_runs(settings, run_ids)
+    return run_ids
 
 
-def enqueue_run(settings: Settings, run_id: int) -> bool:
-    """Put the job of an existing queued run on the queue. False if RQ already holds it.
+def _job_data(run_id: int) -> object:
+    return Queue.prepare_data(
+        EXPORT_JOB,
+        args=(run_id,),
+        job_id=export_job_id(run_id),
+        timeout=EXPORT_JOB_TIMEOUT_SECONDS,
+        result_ttl=7 * 24 * 3600,
+        failure_ttl=30 * 24 * 3600,
+        description=f"export run {run_id}",
+    )
+
+
+def enqueue_runs(settings: Settings, run_ids: Sequence[int], connection: Redis | None = None) -> None:
+    """Put the jobs of existing queued runs on the queue, in one Redis pipeline.
 
     Raises:
         redis.exceptions.RedisError: Redis is unreachable.
     """
-    connection = redis_connection(settings)
+    if not run_ids:
+        return
+    own_connection = connection is None
+    connection = connection or redis_connection(settings)
     try:
-        Queue(settings.export_queue, connection=connection).enqueue(
-            EXPORT_JOB,
-            run_id,
-            job_id=export_job_id(run_id),
-            unique=True,
-            job_timeout=EXPORT_JOB_TIMEOUT_SECONDS,
-            result_ttl=7 * 24 * 3600,
-            failure_ttl=30 * 24 * 3600,
-            description=f"export run {run_id}",
-        )
-    except DuplicateJobError:
-        return False
+        queue = Queue(settings.export_queue, connection=connection)
+        for start in range(0, len(run_ids), 1000):
+            chunk = run_ids[start : start + 1000]
+            queue.enqueue_many([_job_data(run_id) for run_id in chunk])  # type: ignore[misc]
     finally:
-        connection.close()
-    return True
+        if own_connection:
+            connection.close()

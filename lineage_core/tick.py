@@ -23,10 +23,10 @@ from lineage_core.config import Settings
 from lineage_core.db import session_factory
 from lineage_core.export_queue import (
     EXPORT_JOB_TIMEOUT_SECONDS,
-    enqueue_run,
+    enqueue_runs,
     export_job_id,
     redis_connection,
-    request_export,
+    request_exports,
 )
 from lineage_core.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
 from lineage_core.schedule import refresh_next_export
@@ -39,6 +39,7 @@ INTERRUPTED_MESSAGE = (
 )
 # How long a job may go unseen by RQ before we believe it is lost rather than just starting.
 _GRACE = timedelta(minutes=2)
+_BATCH = 500
 _DEAD_JOB_STATUSES = {JobStatus.FAILED, JobStatus.FINISHED, JobStatus.STOPPED, JobStatus.CANCELED}
 
 
@@ -63,15 +64,11 @@ def run_tick(settings: Settings, now: datetime | None = None, limit: int = 10_00
             .order_by(Connector.next_export_at)
             .limit(limit)
         ).all()
-        for connector_id in due_ids:
-            connector = session.get(Connector, connector_id)
-            if connector is None:  # deleted since the query
-                continue
-            if request_export(session, settings, connector, "schedule") is None:
-                report.already_in_flight += 1
-                session.rollback()
-            else:
-                report.enqueued += 1
+        for start in range(0, len(due_ids), _BATCH):
+            batch = due_ids[start : start + _BATCH]
+            created = request_exports(session, settings, batch, "schedule")
+            report.enqueued += len(created)
+            report.already_in_flight += len(batch) - len(created)
     finally:
         session.close()
     log.info("tick: %s", report)
@@ -90,15 +87,12 @@ def _reconcile_in_flight(session: Session, settings: Settings, now: datetime, re
     except RedisError:
         log.warning("tick: Redis unreachable; in-flight runs left as they are")
         return
+    lost_queued = []
     for run, job in zip(runs, jobs, strict=True):
         status = _job_status(job)
         if run.status is RunStatus.QUEUED:
             if job is None and run.queued_at < now - _GRACE:
-                try:
-                    enqueue_run(settings, run.id)
-                    report.requeued += 1
-                except RedisError:
-                    log.warning("tick: could not re-enqueue run %s", run.id)
+                lost_queued.append(run.id)
             continue
         started = run.started_at or run.queued_at
         lost = (job is None or status in _DEAD_JOB_STATUSES) and started < now - _GRACE
@@ -112,6 +106,11 @@ def _reconcile_in_flight(session: Session, settings: Settings, now: datetime, re
                 refresh_next_export(session, connector)
             session.commit()
             report.closed += 1
+    try:
+        enqueue_runs(settings, lost_queued, connection)
+        report.requeued += len(lost_queued)
+    except RedisError:
+        log.warning("tick: could not re-enqueue %d queued runs", len(lost_queued))
 
 
 def _job_status(job: Job | None) -> JobStatus | None:
