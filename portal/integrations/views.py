@@ -18,11 +18,12 @@ from lineage_core.role_spec import RoleSpec
 from lineage_core.schedule import refresh_next_export
 from lineage_core.write_check import WriteCheckError, run_write_check
 from portal.database import get_db, settings
-from portal.integrations import local_aws
+from portal.integrations import local_aws, terraform_views
 from portal.integrations.forms import ConfirmForm, ConnectionForm
 from portal.security import org_admin_required
 
 bp = Blueprint("integrations", __name__, url_prefix="/integrations")
+terraform_views.register(bp)
 
 
 def _org_id() -> int:
@@ -117,6 +118,7 @@ def _deploy_page(connector: Connector, error: str | None = None, status: int = 2
             form=ConfirmForm(),
             error=error,
             local_mode=settings().local_mode,
+            terraform_snippet=terraform_views.snippet_for(connector),
             export_url=s3_url(connector.bucket or "", connector.prefix, "openlineage-events.jsonl"),
         ),
         status,

