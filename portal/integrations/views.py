@@ -131,7 +131,12 @@ def download_template(connector_id: int) -> BaseResponse:
     connector = _connector_or_404(connector_id)
     if not connector.settings_complete:
         return redirect(url_for(".setup", connector_id=connector.id))
-    body = cloudformation.render_template(RoleSpec.for_connector(connector, settings().vendor_account_id))
+    try:
+        body = cloudformation.render_template(RoleSpec.for_connector(connector, settings().vendor_account_id))
+    except cloudformation.TemplateValueError as error:
+        # Only values stored before a rule tightened can get here: send the admin to fix them.
+        flash(f"The template cannot be made from these settings: {error} Correct them.", "error")
+        return redirect(url_for(".setup", connector_id=connector.id))
     return Response(
         body,
         mimetype="application/x-yaml",
