@@ -147,12 +147,17 @@ def history(session: Session, connector_id: int, limit: int = 100) -> Sequence[E
     ).all()
 
 
-def pause(session: Session, connector: Connector) -> None:
-    """Stop the schedule. A run already queued or running finishes."""
-    connector.status = ConnectorStatus.PAUSED
-    connector.next_export_at = None
+def set_paused(session: Session, connector: Connector, paused: bool) -> bool:
+    """Pause an active connector's schedule, or resume a paused one. Returns whether anything changed.
 
-
-def resume(session: Session, connector: Connector) -> None:
-    connector.status = ConnectorStatus.ACTIVE
-    refresh_next_export(session, connector)
+    A run already queued or running finishes either way; a resumed connector that is overdue is due at once.
+    """
+    if paused and connector.status is ConnectorStatus.ACTIVE:
+        connector.status = ConnectorStatus.PAUSED
+        connector.next_export_at = None
+        return True
+    if not paused and connector.status is ConnectorStatus.PAUSED:
+        connector.status = ConnectorStatus.ACTIVE
+        refresh_next_export(session, connector)
+        return True
+    return False

@@ -97,11 +97,16 @@ def process_env(settings: Any) -> dict[str, str]:
     return env
 
 
+def running_worker(settings: Any) -> Any:
+    """A real ``python -m worker`` process (see :func:`running_process`)."""
+    return running_process(settings, "worker")
+
+
 @contextmanager
-def running_worker(settings: Any) -> Iterator[subprocess.Popen[bytes]]:
-    """A real ``python -m worker`` process for the given settings; stopped (SIGTERM) afterwards."""
+def running_process(settings: Any, module: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``python -m <module>`` product process for the given settings; stopped afterwards."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "worker"],
+        [sys.executable, "-m", module],
         env=process_env(settings),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

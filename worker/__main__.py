@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-import sys
-
 from redis import Redis
 from rq import Queue, Worker
 
-from lineage_core.config import ConfigError, Settings
+from lineage_core.process import start_process
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        settings = Settings.from_env()
-    except ConfigError as error:
-        print(f"worker: {error}", file=sys.stderr)
-        return 2
+    settings = start_process("worker")
     connection = Redis.from_url(settings.redis_url)
     # The schedule's tick first: it is short, and exports wait on it.
     queues = [

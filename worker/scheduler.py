@@ -7,22 +7,16 @@ they come due. Several may run: rq-scheduler takes a lock, so only one enqueues 
 from __future__ import annotations
 
 import logging
-import sys
 
 from redis import Redis
 from rq_scheduler import Scheduler
 
-from lineage_core.config import ConfigError, Settings
+from lineage_core.process import start_process
 from worker.schedule import reconcile
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        settings = Settings.from_env()
-    except ConfigError as error:
-        print(f"scheduler: {error}", file=sys.stderr)
-        return 2
+    settings = start_process("scheduler")
     connection = Redis.from_url(settings.redis_url)
     scheduler = Scheduler(queue_name=settings.schedule_queue, connection=connection, interval=30)
     changes = reconcile(scheduler, settings.schedule_queue)

@@ -227,24 +227,21 @@ def export_now(connector_id: int) -> BaseResponse:
 @bp.post("/openlineage/<int:connector_id>/pause")
 @org_admin_required
 def pause(connector_id: int) -> BaseResponse:
-    connector = _connector_or_404(connector_id)
-    _post_or_400()
-    if connector.status is ConnectorStatus.ACTIVE:
-        connectors.pause(get_db(), connector)
-        get_db().commit()
-        flash("Exports paused. The last export file stays in the bucket.", "success")
-    return redirect(url_for(".accounts"))
+    return _set_paused(connector_id, True, "Exports paused. The last export file stays in the bucket.")
 
 
 @bp.post("/openlineage/<int:connector_id>/resume")
 @org_admin_required
 def resume(connector_id: int) -> BaseResponse:
+    return _set_paused(connector_id, False, "Exports resumed.")
+
+
+def _set_paused(connector_id: int, paused: bool, message: str) -> BaseResponse:
     connector = _connector_or_404(connector_id)
     _post_or_400()
-    if connector.status is ConnectorStatus.PAUSED:
-        connectors.resume(get_db(), connector)
+    if connectors.set_paused(get_db(), connector, paused):
         get_db().commit()
-        flash("Exports resumed.", "success")
+        flash(message, "success")
     return redirect(url_for(".accounts"))
 
 
