@@ -12,14 +12,19 @@ from flask import Flask, redirect, url_for
 from flask_login import current_user
 from werkzeug.wrappers.response import Response
 
-from lineage_core.config import Settings
+from lineage_core.config import ConfigError, Settings
 from portal import database, security
 from portal.extensions import csrf, login_manager
 
 
 def create_app(test_config: dict[str, Any] | None = None, settings: Settings | None = None) -> Flask:
     app = Flask(__name__)
-    settings = settings or Settings.from_env()
+    if settings is None:
+        try:
+            settings = Settings.from_env()
+        except ConfigError as error:
+            # One line naming the variable, not a traceback, under `flask` and gunicorn alike.
+            raise SystemExit(f"portal: {error}") from error
     app.config.update(
         SECRET_KEY=settings.secret_key,
         SETTINGS=settings,

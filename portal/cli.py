@@ -13,6 +13,8 @@ from lineage_core.accounts import AccountError, create_organization, create_user
 from lineage_core.db import session_scope
 from lineage_core.local_stack import LocalDeployError, deploy_template, stack_name_for
 from lineage_core.models import Role
+from portal.export_cli import export_cli
+from portal.lineage_cli import lineage_cli
 
 db_cli = click.Group("db", help="Database schema.")
 org_cli = click.Group("org", help="Organizations.")
@@ -87,5 +89,5 @@ def local_deploy_template(template: TextIO, stack_name: str | None) -> None:
 
 
 def init_app(app: Flask) -> None:
-    for group in (db_cli, org_cli, user_cli, local_cli):
+    for group in (db_cli, org_cli, user_cli, local_cli, lineage_cli, export_cli):
         app.cli.add_command(group)

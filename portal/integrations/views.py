@@ -165,7 +165,7 @@ def save(connector_id: int) -> str | BaseResponse | tuple[str, int]:
     db.commit()
     if newly_active:
         request_export(db, settings(), connector, "first")
-        flash("Connected. The first export has started.", "success")
+        flash("Connected. The first export is queued and starts in a moment.", "success")
     else:
         flash("The write check passed again.", "success")
     return redirect(url_for(".accounts"))

@@ -27,6 +27,11 @@ def index() -> str:
     finally:
         connection.close()
     return render_template(
-        "ops/index.html", rows=rows, queues=queues, workers=workers, redis_error=redis_error, page=page,
+        "ops/index.html",
+        rows=rows,
+        queues=queues,
+        workers=workers,
+        redis_error=redis_error,
+        page=page,
         page_size=PAGE_SIZE,
     )

@@ -1,0 +1,1 @@
+"""Portal pages where org admins create, list and revoke the ingest API's keys."""
