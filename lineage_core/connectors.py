@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from lineage_core.destination import new_external_id
@@ -150,11 +150,17 @@ def history(session: Session, connector_id: int, limit: int = 100) -> Sequence[E
 def set_paused(session: Session, connector: Connector, paused: bool) -> bool:
     """Pause an active connector's schedule, or resume a paused one. Returns whether anything changed.
 
-    A run already queued or running finishes either way; a resumed connector that is overdue is due at once.
+    Pausing cancels an export that is queued but not started (its job then finds no run and does
+    nothing); one already running finishes. A resumed connector that is overdue is due at once.
     """
     if paused and connector.status is ConnectorStatus.ACTIVE:
         connector.status = ConnectorStatus.PAUSED
         connector.next_export_at = None
+        session.execute(
+            delete(ExportRun).where(
+                ExportRun.connector_id == connector.id, ExportRun.status == RunStatus.QUEUED
+            )
+        )
         return True
     if not paused and connector.status is ConnectorStatus.PAUSED:
         connector.status = ConnectorStatus.ACTIVE

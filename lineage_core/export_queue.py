@@ -14,7 +14,7 @@ from contextlib import suppress
 
 from redis import Redis
 from redis.exceptions import RedisError
-from rq import Queue
+from rq import Queue, Retry
 from sqlalchemy import String, cast, literal, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
@@ -24,6 +24,9 @@ from lineage_core.models import Connector, ExportRun, RunStatus, utcnow
 
 EXPORT_JOB = "worker.jobs.export_connector"
 EXPORT_JOB_TIMEOUT_SECONDS = 2 * 3600
+# Transient failures (throttling, S3 5xx, network) are retried by RQ after 1, 5 and 15 minutes before
+# the run counts as failed; the worker's job clears the retries for failures only an admin can fix.
+EXPORT_RETRY = Retry(max=3, interval=[60, 300, 900])
 _IN_FLIGHT = text("status IN ('queued', 'running')")
 
 
@@ -105,6 +108,7 @@ def _job_data(run_id: int) -> object:
         result_ttl=7 * 24 * 3600,
         failure_ttl=30 * 24 * 3600,
         description=f"export run {run_id}",
+        retry=EXPORT_RETRY,
     )
 
 

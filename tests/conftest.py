@@ -25,6 +25,9 @@ from lineage_core.models import Organization, Role, User
 from portal import create_app
 from tests.services import flush_redis_except_claim, free_port, private_redis_db, throwaway_postgres_database
 
+# Fixtures that live beside the helpers of one area, available to every test.
+pytest_plugins = ["tests.export_helpers"]
+
 VENDOR_ACCOUNT_ID = "123456789012"  # moto's default account: our side of the trust
 PASSWORD = "correct horse battery staple"
 

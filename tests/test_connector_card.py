@@ -83,7 +83,9 @@ def test_export_now_queues_once(
 
 
 def test_pause_and_resume(admin_client: FlaskClient, db: Session, active: Connector) -> None:
+    _post(admin_client, active, "export-now")
     html = _post(admin_client, active, "pause")
+    assert db.scalars(select(ExportRun)).all() == []  # the queued export is cancelled
     assert "Exports paused." in html and "Paused" in html
     db.expire_all()
     stored = db.get(Connector, active.id)

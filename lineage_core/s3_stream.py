@@ -1,0 +1,262 @@
+"""Streaming bytes into one S3 object that appears whole or not at all.
+
+:func:`upload_stream` consumes an iterable of byte chunks (the export's NDJSON lines) and writes them to
+``s3://bucket/key`` through one multipart upload:
+
+* Chunks are buffered into parts of at least ``part_size`` bytes (S3 wants every part but the last to
+  be at least 5 MiB). Full parts go to a small pool of upload threads while the caller's generator keeps
+  producing the next part, so generation and upload overlap. At most ``upload_threads + 1`` parts are
+  held at once (the one being filled plus those being sent): memory stays flat whatever the object's size.
+* S3 makes the object visible only when the upload completes, so readers see the previous object or
+  the new one, never a partial file. On **any** failure, in the generator or in S3, and including
+  ``KeyboardInterrupt``/``SystemExit`` (RQ's job timeout and shutdown paths), the upload threads are
+  stopped and the multipart upload is aborted before the error propagates: nothing is left pending and
+  the previous object is untouched. A killed process (SIGKILL) cannot abort; its upload stays pending
+  and invisible until a bucket lifecycle rule (AbortIncompleteMultipartUpload) removes it.
+* A body shorter than one part (an empty file included) is sent with a single PutObject, which is
+  just as atomic and costs one request instead of three.
+
+Every request carries the same ContentType and, when a KMS key is given, SSE-KMS with that key.
+S3 errors are raised as :class:`S3UploadError`, naming the operation that failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+MIB = 1024 * 1024
+MIN_PART_SIZE = 5 * MIB  # S3's minimum for every part but the last
+DEFAULT_PART_SIZE = 8 * MIB
+MAX_PARTS = 10_000  # S3's limit per multipart upload
+DEFAULT_UPLOAD_THREADS = 3
+NDJSON_CONTENT_TYPE = "application/x-ndjson"
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class S3Target:
+    """Where the object goes and how it is stored."""
+
+    bucket: str
+    key: str
+    content_type: str = NDJSON_CONTENT_TYPE
+    kms_key_arn: str | None = None
+
+    def object_arguments(self) -> dict[str, str]:
+        """The arguments PutObject and CreateMultipartUpload share."""
+        arguments = {"Bucket": self.bucket, "Key": self.key, "ContentType": self.content_type}
+        if self.kms_key_arn:
+            arguments |= {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": self.kms_key_arn}
+        return arguments
+
+
+@dataclass(frozen=True)
+class UploadedObject:
+    """The object S3 now serves at the target key."""
+
+    size: int
+    etag: str
+    version_id: str | None  # None unless the bucket has versioning enabled
+    parts: int  # 0 when the body went in one PutObject
+
+
+class S3UploadError(Exception):
+    """An S3 request of the upload failed. ``operation`` is its name; ``__cause__`` is botocore's error."""
+
+    def __init__(self, operation: str, error: BaseException) -> None:
+        super().__init__(f"{operation} failed: {error}")
+        self.operation = operation
+        self.error = error
+
+
+class ObjectTooLargeError(Exception):
+    """The stream needs more than S3's 10,000 parts at this part size."""
+
+
+def upload_stream(
+    s3: Any,
+    target: S3Target,
+    chunks: Iterable[bytes],
+    *,
+    part_size: int = DEFAULT_PART_SIZE,
+    upload_threads: int = DEFAULT_UPLOAD_THREADS,
+) -> UploadedObject:
+    """Write the concatenation of ``chunks`` to the target object, atomically.
+
+    Args:
+        s3: a boto3 S3 client with write access to the target.
+        target: bucket, key, content type and optional KMS key.
+        chunks: the body, in pieces of any size; consumed once, lazily.
+        part_size: bytes per part (at least 5 MiB); also the largest body sent with one PutObject.
+        upload_threads: parts uploaded concurrently while the next part is being filled.
+
+    Returns:
+        The completed object's size, ETag and version.
+
+    Raises:
+        S3UploadError: an S3 request failed (botocore's error is its ``error``).
+        ObjectTooLargeError: the body needs more than 10,000 parts.
+        Any other exception, from ``chunks`` or from ``s3`` (not botocore's), as it was raised.
+        In every case the multipart upload, if one was started, has been aborted.
+    """
+    if part_size < MIN_PART_SIZE:
+        raise ValueError(f"part_size must be at least {MIN_PART_SIZE} bytes (S3's minimum part size)")
+    if upload_threads < 1:
+        raise ValueError("upload_threads must be at least 1")
+
+    buffer: list[bytes] = []
+    buffered = 0
+    upload: _MultipartUpload | None = None
+    try:
+        for chunk in chunks:
+            buffer.append(chunk)
+            buffered += len(chunk)
+            if buffered >= part_size:
+                if upload is None:
+                    upload = _MultipartUpload(s3, target, upload_threads)
+                upload.send(b"".join(buffer))
+                buffer.clear()
+                buffered = 0
+        body = b"".join(buffer)
+        buffer.clear()
+        if upload is None:
+            return _put_object(s3, target, body)
+        if body:
+            upload.send(body)
+        return upload.complete()
+    except BaseException:
+        if upload is not None:
+            upload.abort()
+        raise
+
+
+def _put_object(s3: Any, target: S3Target, body: bytes) -> UploadedObject:
+    try:
+        response = s3.put_object(Body=body, **target.object_arguments())
+    except (ClientError, BotoCoreError) as error:
+        raise S3UploadError("PutObject", error) from error
+    return UploadedObject(
+        size=len(body), etag=response["ETag"], version_id=response.get("VersionId"), parts=0
+    )
+
+
+class _MultipartUpload:
+    """One multipart upload with a bounded pool of part uploads in flight."""
+
+    def __init__(self, s3: Any, target: S3Target, upload_threads: int) -> None:
+        self._s3 = s3
+        self._target = target
+        try:
+            response = s3.create_multipart_upload(**target.object_arguments())
+        except (ClientError, BotoCoreError) as error:
+            raise S3UploadError("CreateMultipartUpload", error) from error
+        self._upload_id: str = response["UploadId"]
+        self._executor = ThreadPoolExecutor(max_workers=upload_threads, thread_name_prefix="s3-part")
+        # One slot per thread: a full part waits here instead of piling up in the executor's queue,
+        # which is what keeps memory flat when generation is faster than the network.
+        self._slots = threading.BoundedSemaphore(upload_threads)
+        self._in_flight: set[Future[dict[str, Any]]] = set()
+        self._parts: list[dict[str, Any]] = []
+        self._next_number = 1
+        self._size = 0
+        self._stop = threading.Event()
+
+    def send(self, body: bytes) -> None:
+        """Queue the next part; blocks while every upload thread is busy. Raises the first part failure."""
+        number = self._next_number
+        if number > MAX_PARTS:
+            raise ObjectTooLargeError(
+                f"the object needs more than {MAX_PARTS} parts; raise the part size to export it"
+            )
+        self._slots.acquire()
+        self._collect(block=False)
+        self._next_number += 1
+        self._size += len(body)
+        future = self._executor.submit(self._upload_part, number, body)
+        self._in_flight.add(future)
+        future.add_done_callback(lambda _done: self._slots.release())
+
+    def complete(self) -> UploadedObject:
+        while self._in_flight:
+            self._collect(block=True)
+        self._executor.shutdown(wait=True)
+        parts = sorted(self._parts, key=lambda part: part["PartNumber"])
+        try:
+            response = self._s3.complete_multipart_upload(
+                Bucket=self._target.bucket,
+                Key=self._target.key,
+                UploadId=self._upload_id,
+                MultipartUpload={"Parts": parts},
+            )
+        except (ClientError, BotoCoreError) as error:
+            raise S3UploadError("CompleteMultipartUpload", error) from error
+        return UploadedObject(
+            size=self._size, etag=response["ETag"], version_id=response.get("VersionId"), parts=len(parts)
+        )
+
+    def abort(self) -> None:
+        """Stop the part uploads and abort the upload. Never raises: the caller's error is the one to see."""
+        self._stop.set()
+        # Parts not started yet are dropped; parts being sent finish their one request first, since S3
+        # may keep a part that lands after the abort (its docs say to abort after in-flight parts end).
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        try:
+            self._s3.abort_multipart_upload(
+                Bucket=self._target.bucket, Key=self._target.key, UploadId=self._upload_id
+            )
+        except (ClientError, BotoCoreError) as error:
+            # The upload stays invisible to readers; a lifecycle rule or the next attempt cleans it up.
+            logger.warning(
+                "could not abort the multipart upload of s3://%s/%s: %s",
+                self._target.bucket,
+                self._target.key,
+                error,
+            )
+        except BaseException:
+            logger.warning("interrupted while aborting the multipart upload of s3://%s", self._target.bucket)
+            raise
+
+    def _collect(self, *, block: bool) -> None:
+        """Record finished parts; re-raise the first failure."""
+        if not self._in_flight:
+            return
+        done, _pending = wait(self._in_flight, timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        for future in done:
+            self._in_flight.discard(future)
+            self._parts.append(future.result())
+
+    def _upload_part(self, number: int, body: bytes) -> dict[str, Any]:
+        if self._stop.is_set():
+            raise S3UploadError("UploadPart", RuntimeError("the upload was aborted"))
+        arguments: dict[str, Any] = {
+            "Bucket": self._target.bucket,
+            "Key": self._target.key,
+            "UploadId": self._upload_id,
+            "PartNumber": number,
+            "Body": body,
+        }
+        try:
+            response = self._s3.upload_part(**arguments)
+        except (ClientError, BotoCoreError) as error:
+            raise S3UploadError("UploadPart", error) from error
+        return {"PartNumber": number, "ETag": response["ETag"]}
+
+
+__all__ = [
+    "DEFAULT_PART_SIZE",
+    "MIN_PART_SIZE",
+    "NDJSON_CONTENT_TYPE",
+    "ObjectTooLargeError",
+    "S3Target",
+    "S3UploadError",
+    "UploadedObject",
+    "upload_stream",
+]

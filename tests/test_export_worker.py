@@ -1,0 +1,177 @@
+"""The export job in a real RQ worker (``python -m worker``), against real Redis, PostgreSQL and moto."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis import Redis
+from rq.job import Job, JobStatus
+from sqlalchemy.orm import Session
+
+from lineage_core.config import Settings
+from lineage_core.export_queue import export_job_id, request_export
+from lineage_core.models import ExportRun, Organization, RunStatus
+from tests.conftest import s3_client
+from tests.export_helpers import (
+    BUCKET,
+    KEY,
+    PREVIOUS,
+    GatedMotoServer,
+    feature_events,
+    is_upload_part,
+    make_connector,
+    padded_events,
+    pending_uploads,
+    store_events,
+)
+from tests.services import process_env
+
+WAIT_SECONDS = 120  # an upper bound for slow CI machines; no assertion depends on how long anything takes
+
+pytestmark = pytest.mark.slow  # each starts a worker process
+
+
+@contextmanager
+def worker_process(settings: Settings, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m worker`` for these settings, its output in ``log``; stopped with SIGTERM afterwards."""
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "worker"],
+            env=process_env(settings),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+def wait_for(condition: Callable[[], Any], what: str, log: Path) -> Any:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"gave up waiting for {what}; worker log:\n{log.read_text()[-5000:]}")
+
+
+def finished_run(db: Session, run_id: int) -> ExportRun | None:
+    db.expire_all()
+    run = db.get(ExportRun, run_id)
+    db.rollback()
+    return run if run is not None and run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED) else None
+
+
+def test_an_export_requested_like_save_does_runs_in_a_worker(
+    settings: Settings, db: Session, org: Organization, aws: str, tmp_path: Path
+) -> None:
+    s3 = s3_client(aws)
+    s3.create_bucket(Bucket=BUCKET)
+    store_events(db, org.id, feature_events(jobs=5))
+    run = request_export(db, settings, make_connector(db, org), "first")
+    assert run is not None
+    log = tmp_path / "worker.log"
+
+    with worker_process(settings, log):
+        done = wait_for(lambda: finished_run(db, run.id), "the run to finish", log)
+
+    assert done.status is RunStatus.SUCCEEDED, done.error
+    data = s3.get_object(Bucket=BUCKET, Key=KEY)["Body"].read()
+    assert (done.events, done.bytes) == (9, len(data))
+    job = Job.fetch(export_job_id(run.id), connection=Redis.from_url(settings.redis_url))
+    assert job.get_status() == JobStatus.FINISHED
+    assert job.return_value() == {
+        "run_id": run.id,
+        "events": 9,
+        "bytes": len(data),
+        "etag": done.etag,
+        "version_id": None,
+        "trimmed": 0,
+        "omitted": 0,
+    }
+
+
+def test_a_failed_export_fails_its_rq_job_and_records_why(
+    settings: Settings, db: Session, org: Organization, aws: str, tmp_path: Path
+) -> None:
+    run = request_export(db, settings, make_connector(db, org, bucket="missing-bucket"), "schedule")
+    assert run is not None
+    log = tmp_path / "worker.log"
+
+    with worker_process(settings, log):
+        done = wait_for(lambda: finished_run(db, run.id), "the run to finish", log)
+        job = Job.fetch(export_job_id(run.id), connection=Redis.from_url(settings.redis_url))
+        wait_for(lambda: job.get_status(refresh=True) == JobStatus.FAILED, "RQ to fail the job", log)
+
+    assert done.status is RunStatus.FAILED
+    assert done.error is not None
+    assert done.error.startswith("Could not write to s3://missing-bucket/foundational/openlineage/")
+    # Raised, not returned: RQ holds the exception, and the job has no result.
+    latest = job.latest_result()
+    assert latest is not None and latest.exc_string is not None
+    assert "lineage_core.exporter.ExportError: Could not write to s3://missing-bucket/" in latest.exc_string
+    assert job.return_value() is None
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of ``pid`` (Linux): the RQ work-horse forked for the running job."""
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(p) for p in (task / "children").read_text().split()]
+    return children
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the work-horse through Linux's /proc")
+def test_a_worker_killed_mid_upload_leaves_the_previous_snapshot(
+    settings: Settings, db: Session, org: Organization, aws: str, tmp_path: Path
+) -> None:
+    s3 = s3_client(aws)
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_object(Bucket=BUCKET, Key=KEY, Body=PREVIOUS)
+    # About 11 MB of events: more than one 8 MiB part, so the export goes through a multipart upload.
+    store_events(db, org.id, padded_events(jobs=100, sql_bytes=100_000))
+    run = request_export(db, settings, make_connector(db, org), "schedule")
+    assert run is not None
+    gate = GatedMotoServer(hold=is_upload_part(1))
+    log = tmp_path / "worker.log"
+    try:
+        with worker_process(replace(settings, aws_endpoint_url=gate.endpoint), log) as worker:
+            # The worker is now in the middle of the export: the upload has begun and part 1 is on the wire.
+            assert gate.reached.wait(timeout=WAIT_SECONDS), log.read_text()[-5000:]
+            horses = child_pids(worker.pid)
+            assert horses, "the job runs in a work-horse process"
+            # The machine goes away: the worker and its work-horse die at once, with no chance to clean up.
+            os.kill(worker.pid, signal.SIGKILL)
+            for horse in horses:
+                os.kill(horse, signal.SIGKILL)
+            worker.wait(timeout=WAIT_SECONDS)
+            for horse in horses:
+                wait_for(lambda h=horse: not Path(f"/proc/{h}").exists(), "the work-horse to die", log)
+    finally:
+        gate.close()  # lets the held request reach moto now that its sender is dead
+
+    assert s3.get_object(Bucket=BUCKET, Key=KEY)["Body"].read() == PREVIOUS
+    # Readers cannot see the dead upload. No process is left to abort it: a bucket lifecycle rule
+    # (AbortIncompleteMultipartUpload) reclaims its parts.
+    assert [u["Key"] for u in pending_uploads(s3, BUCKET)] == [KEY]
+    db.expire_all()
+    stuck = db.get(ExportRun, run.id)
+    assert stuck is not None and stuck.status is RunStatus.RUNNING  # the scheduler's tick closes it later

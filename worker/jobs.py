@@ -1,0 +1,38 @@
+"""RQ jobs, enqueued by dotted path (``worker.jobs.export_connector``). Each is a thin call into lineage_core.
+
+Nothing happens at import time: settings are read and connections opened when a job runs, in the
+work-horse process that runs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rq import get_current_job
+
+from lineage_core.config import Settings
+from lineage_core.exporter import ExportError, TransientExportError, run_export
+
+
+def export_connector(run_id: int) -> dict[str, Any] | None:
+    """Run the export of run ``run_id`` (see :func:`lineage_core.exporter.run_export`).
+
+    Returns:
+        The export's result (events, bytes, ETag, version, trimmed/omitted events), or None when the
+        run was no longer queued and nothing was done.
+
+    Raises:
+        lineage_core.exporter.ExportError: the export failed (the run is recorded as failed); a
+            ``TransientExportError`` when a retry soon is likely to succeed.
+    """
+    job = get_current_job()
+    retry_pending = bool(job is not None and job.retries_left)
+    try:
+        result = run_export(Settings.from_env(), run_id, retry_pending=retry_pending)
+    except TransientExportError:
+        raise  # RQ retries it after the backoff of EXPORT_RETRY, if any retry is left
+    except ExportError:
+        if job is not None:
+            job.retries_left = 0  # the admin must change something: retrying now would fail the same way
+        raise
+    return None if result is None else result.as_dict()
