@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
+from rq import Queue
 from rq.job import Job, JobStatus
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -40,7 +41,6 @@ INTERRUPTED_MESSAGE = (
 # How long a job may go unseen by RQ before we believe it is lost rather than just starting.
 _GRACE = timedelta(minutes=2)
 _BATCH = 500
-_DEAD_JOB_STATUSES = {JobStatus.FAILED, JobStatus.FINISHED, JobStatus.STOPPED, JobStatus.CANCELED}
 
 
 @dataclass
@@ -83,6 +83,9 @@ def _reconcile_in_flight(session: Session, settings: Settings, now: datetime, re
         return
     try:
         connection = redis_connection(settings)
+        # RQ's own check for executions whose worker stopped heartbeating (a killed worker): it marks
+        # their jobs failed, or schedules RQ's retry, so that their status below tells the truth.
+        Queue(settings.export_queue, connection=connection).started_job_registry.cleanup()
         jobs = Job.fetch_many([run.job_id or export_job_id(run.id) for run in runs], connection=connection)
     except RedisError:
         log.warning("tick: Redis unreachable; in-flight runs left as they are")
@@ -95,7 +98,9 @@ def _reconcile_in_flight(session: Session, settings: Settings, now: datetime, re
                 lost_queued.append(run.id)
             continue
         started = run.started_at or run.queued_at
-        lost = (job is None or status in _DEAD_JOB_STATUSES) and started < now - _GRACE
+        # A running run's job is STARTED while its execution lives; any other state (gone, failed,
+        # or queued again by RQ's retry of an abandoned job) means the execution ended without us.
+        lost = status is not JobStatus.STARTED and started < now - _GRACE
         overdue = started < now - timedelta(seconds=EXPORT_JOB_TIMEOUT_SECONDS) - _GRACE
         if lost or overdue:
             run.status = RunStatus.FAILED

@@ -13,6 +13,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -103,23 +104,22 @@ def running_worker(settings: Any) -> Any:
 
 
 @contextmanager
-def running_process(settings: Any, module: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A real ``python -m <module>`` product process for the given settings; stopped afterwards."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", module],
-        env=process_env(settings),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+def running_process(settings: Any, module: str, log: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``python -m <module>`` product process for the given settings; SIGTERM afterwards.
+
+    Its output goes to ``log`` when given (read it to explain a failure), else it is discarded.
+    """
+    with log.open("wb") if log else open(os.devnull, "wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module], env=process_env(settings), stdout=output, stderr=subprocess.STDOUT
+        )
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()

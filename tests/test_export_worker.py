@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,10 @@ from rq.job import Job, JobStatus
 from sqlalchemy.orm import Session
 
 from lineage_core.config import Settings
-from lineage_core.export_queue import export_job_id, request_export
-from lineage_core.models import ExportRun, Organization, RunStatus
+from lineage_core.export_queue import EXPORT_JOB_TIMEOUT_SECONDS, export_job_id, request_export
+from lineage_core.models import Connector, ExportRun, Organization, RunStatus
+from lineage_core.schedule import next_nightly_run_after
+from lineage_core.tick import INTERRUPTED_MESSAGE, run_tick
 from tests.conftest import s3_client
 from tests.export_helpers import (
     BUCKET,
@@ -34,33 +34,16 @@ from tests.export_helpers import (
     pending_uploads,
     store_events,
 )
-from tests.services import process_env
+from tests.services import running_process
 
 WAIT_SECONDS = 120  # an upper bound for slow CI machines; no assertion depends on how long anything takes
 
 pytestmark = pytest.mark.slow  # each starts a worker process
 
 
-@contextmanager
-def worker_process(settings: Settings, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m worker`` for these settings, its output in ``log``; stopped with SIGTERM afterwards."""
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "worker"],
-            env=process_env(settings),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            yield process
-        finally:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+def worker_process(settings: Settings, log: Path) -> Any:
+    """``python -m worker`` for these settings, its output in ``log``."""
+    return running_process(settings, "worker", log)
 
 
 def wait_for(condition: Callable[[], Any], what: str, log: Path) -> Any:
@@ -174,4 +157,15 @@ def test_a_worker_killed_mid_upload_leaves_the_previous_snapshot(
     assert [u["Key"] for u in pending_uploads(s3, BUCKET)] == [KEY]
     db.expire_all()
     stuck = db.get(ExportRun, run.id)
-    assert stuck is not None and stuck.status is RunStatus.RUNNING  # the scheduler's tick closes it later
+    assert stuck is not None and stuck.status is RunStatus.RUNNING and stuck.started_at is not None
+
+    # The scheduler's tick closes it: here through the job timeout (RQ notices the dead worker only
+    # after its heartbeat expires), and the retry is the next night's run, not the next interval.
+    past_timeout = stuck.started_at + timedelta(seconds=EXPORT_JOB_TIMEOUT_SECONDS + 300)
+    assert run_tick(settings, now=past_timeout).closed == 1
+    db.expire_all()
+    closed = db.get(ExportRun, run.id)
+    assert closed is not None and closed.status is RunStatus.FAILED
+    assert closed.error == INTERRUPTED_MESSAGE
+    connector = db.get(Connector, closed.connector_id)
+    assert connector is not None and connector.next_export_at == next_nightly_run_after(past_timeout)
