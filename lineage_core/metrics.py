@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from lineage_core.config import Settings
 from lineage_core.export_queue import redis_connection
+from lineage_core.lineage.models import LineageColumnLineage, LineageDataset, LineageJob
 from lineage_core.models import Connector, ExportRun, RunStatus
 
 
@@ -29,6 +30,7 @@ class ServiceCollector(Collector):
         yield from self._exports()
         yield from self._connectors()
         yield from self._queues()
+        yield from self._lineage()
 
     def _exports(self) -> Iterator[Metric]:
         runs = CounterMetricFamily("olx_export_runs", "Export runs by status.", labels=["status"])
@@ -96,3 +98,14 @@ class ServiceCollector(Collector):
             connection.close()
         yield depth
         yield up
+
+    def _lineage(self) -> Iterator[Metric]:
+        """What ingest has built: the size of the stored graphs, across organizations."""
+        for name, model, help_text in (
+            ("olx_lineage_jobs", LineageJob, "Jobs in the lineage store."),
+            ("olx_lineage_datasets", LineageDataset, "Datasets in the lineage store."),
+            ("olx_lineage_column_edges", LineageColumnLineage, "Column-lineage edges in the lineage store."),
+        ):
+            yield GaugeMetricFamily(
+                name, help_text, value=self._session.scalar(select(func.count()).select_from(model))
+            )

@@ -146,6 +146,7 @@ def test_metrics_with_the_bearer_token(settings: Settings, db: Session, org: Org
     assert 'olx_queue_depth{queue="exports"} 0.0' in body
     assert 'olx_connectors{status="active"} 1.0' in body
     assert 'olx_export_duration_seconds{stat="max"} 60.0' in body
+    assert "olx_lineage_jobs 0.0" in body and "olx_lineage_datasets 0.0" in body
 
 
 def test_operator_pages_keep_csrf_for_our_own_forms(operator_client: FlaskClient) -> None:
