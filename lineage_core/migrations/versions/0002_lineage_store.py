@@ -56,7 +56,9 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(["organization_id"], ["organizations.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("organization_id", "namespace", "name", name="uq_lineage_jobs_org_namespace_name"),
+        sa.UniqueConstraint(
+            "organization_id", "namespace", "name", name="uq_lineage_jobs_org_namespace_name"
+        ),
     )
     op.create_index("ix_lineage_jobs_org_id", "lineage_jobs", ["organization_id", "id"], unique=False)
     op.create_table(
@@ -95,9 +97,8 @@ def upgrade() -> None:
         sa.Column("transformation_subtype", sa.String(length=200), nullable=True),
         sa.Column("masking", sa.Boolean(), nullable=True),
         sa.Column("transformation_description", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(["input_dataset_id"], ["lineage_datasets.id"], ondelete="CASCADE"),
+        # Dataset ids without foreign keys: see LineageColumnLineage (one lookup per row is the cost).
         sa.ForeignKeyConstraint(["job_id"], ["lineage_jobs.id"], ondelete="CASCADE"),
-        sa.ForeignKeyConstraint(["output_dataset_id"], ["lineage_datasets.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("job_id", "position", name="pk_lineage_column_lineage"),
     )
 

@@ -1,0 +1,1 @@
+"""Benchmarks that print tables; run by hand, never part of the test suite."""

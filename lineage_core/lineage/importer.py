@@ -1,0 +1,114 @@
+"""Import a newline-delimited file of OpenLineage events (one JSON event per line) of any size.
+
+Memory stays bounded by one line (itself bounded by ``max_event_bytes``): the file is read line by line
+and an over-long line is skipped in chunks, never held whole. Each line is checked and stored in its own
+transaction exactly like a request to the ingest API, so a bad line is rejected alone and the import of
+the same file can be repeated safely (it changes nothing the second time).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from sqlalchemy.orm import Session
+
+from lineage_core.lineage.ingest import store_event
+from lineage_core.lineage.merge import LineageOutcome
+from lineage_core.lineage.parse import EventError, Problem, parse_event
+
+DEFAULT_MAX_EVENT_BYTES = 5 * 1024 * 1024
+_SKIP_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """A line that was not imported, with every problem found in it."""
+
+    line: int  # 1-based
+    problems: tuple[Problem, ...]
+
+    def describe(self) -> str:
+        return f"line {self.line}: " + "; ".join(f"{p.field}: {p.message}" for p in self.problems)
+
+
+@dataclass(slots=True)
+class ImportReport:
+    lines: int = 0  # non-blank lines read
+    stored: int = 0  # accepted events (including repeats and stale ones: accepted, nothing to change)
+    rejected: int = 0
+    lineage: Counter[LineageOutcome] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    number: int
+    content: bytes | None  # None: longer than the limit
+    size: int  # bytes consumed from the file, newline included
+
+
+def _iter_lines(stream: BinaryIO, max_bytes: int) -> Iterator[_Line]:
+    number = 0
+    while True:
+        chunk = stream.readline(max_bytes + 2)  # + "\r\n"
+        if not chunk:
+            return
+        number += 1
+        size = len(chunk)
+        if chunk.endswith(b"\n") or len(chunk) <= max_bytes:
+            yield _Line(number, chunk.rstrip(b"\r\n"), size)
+            continue
+        # Too long: consume the rest of the line without keeping it.
+        while not chunk.endswith(b"\n"):
+            chunk = stream.readline(_SKIP_CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+        yield _Line(number, None, size)
+
+
+def import_events(
+    session: Session,
+    organization_id: int,
+    stream: BinaryIO,
+    *,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    on_progress: Callable[[int], None] = lambda _bytes: None,
+    on_reject: Callable[[Reject], None] = lambda _reject: None,
+) -> ImportReport:
+    """Store every valid event of ``stream`` into the organization's graph, one transaction per line.
+
+    Args:
+        session: a session with no transaction in progress; it is committed after each event.
+        stream: the file, opened in binary mode.
+        max_event_bytes: lines longer than this are rejected without being read into memory.
+        on_progress: called after each line with the number of bytes it took in the file.
+        on_reject: called for each rejected line, as soon as it is found.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: the database failed (events before that line are stored).
+    """
+    report = ImportReport()
+    for line in _iter_lines(stream, max_event_bytes):
+        if line.content is not None and not line.content.strip():
+            on_progress(line.size)
+            continue
+        report.lines += 1
+        try:
+            if line.content is None:
+                message = (
+                    f"The line is longer than {max_event_bytes} bytes; split the event or raise the limit."
+                )
+                raise EventError([Problem("line", "too_long", message)])
+            event = parse_event(line.content)
+        except EventError as error:
+            report.rejected += 1
+            on_reject(Reject(line.number, tuple(error.problems)))
+        else:
+            result = store_event(session, organization_id, event)
+            report.stored += 1
+            report.lineage[result.lineage] += 1
+        on_progress(line.size)
+    return report

@@ -1,0 +1,164 @@
+"""Tables of each organization's current lineage graph.
+
+The graph is *current state*, not an event log: a job's row holds what the newest event that carried
+its inputs and outputs said, and the ``*_version`` columns remember which event that was so that a late,
+older event cannot overwrite it (see :mod:`lineage_core.lineage.versions`).
+
+Child rows (fields, a job's datasets, column lineage) have composite primary keys that start with their
+parent's id: replacing a job's lineage is ``DELETE ... WHERE job_id = ?`` plus inserts on one index, the
+export streams a range of job ids with index range scans, and the frequent delete/re-insert of lineage
+rows consumes no sequence values.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from lineage_core.db import Base
+from lineage_core.models import UtcDateTime, utcnow
+
+# Limits the ingest API checks before anything reaches these columns (see lineage_core.lineage.parse).
+NAMESPACE_MAX = 512
+NAME_MAX = 1024
+FIELD_NAME_MAX = 1024
+LABEL_MAX = 200  # dialect, job type values, transformation subtype
+VERSION_MAX = 64
+
+
+class LineageJob(Base):
+    """A job (namespace, name) of one organization, with its job facets and the version of its lineage."""
+
+    __tablename__ = "lineage_jobs"
+    __table_args__ = (
+        UniqueConstraint("organization_id", "namespace", "name", name="uq_lineage_jobs_org_namespace_name"),
+        # Keyset pagination of one org's jobs: WHERE organization_id = ? AND id > ? ORDER BY id.
+        Index("ix_lineage_jobs_org_id", "organization_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    namespace: Mapped[str] = mapped_column(String(NAMESPACE_MAX))
+    name: Mapped[str] = mapped_column(String(NAME_MAX))
+
+    description: Mapped[str | None] = mapped_column(Text)
+    sql: Mapped[str | None] = mapped_column(Text)
+    sql_dialect: Mapped[str | None] = mapped_column(String(LABEL_MAX))
+    processing_type: Mapped[str | None] = mapped_column(String(LABEL_MAX))
+    integration: Mapped[str | None] = mapped_column(String(LABEL_MAX))
+    job_type: Mapped[str | None] = mapped_column(String(LABEL_MAX))
+
+    # eventTime of the event whose inputs/outputs/column lineage the job holds (None: none received yet).
+    lineage_event_time: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    lineage_version: Mapped[str | None] = mapped_column(String(VERSION_MAX))
+    documentation_version: Mapped[str | None] = mapped_column(String(VERSION_MAX))
+    sql_version: Mapped[str | None] = mapped_column(String(VERSION_MAX))
+    job_type_version: Mapped[str | None] = mapped_column(String(VERSION_MAX))
+
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+class LineageDataset(Base):
+    """A dataset (namespace, name) of one organization, with its description and the version of its facets."""
+
+    __tablename__ = "lineage_datasets"
+    __table_args__ = (
+        UniqueConstraint(
+            "organization_id", "namespace", "name", name="uq_lineage_datasets_org_namespace_name"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    namespace: Mapped[str] = mapped_column(String(NAMESPACE_MAX))
+    name: Mapped[str] = mapped_column(String(NAME_MAX))
+    description: Mapped[str | None] = mapped_column(Text)
+
+    schema_version: Mapped[str | None] = mapped_column(String(VERSION_MAX))
+    documentation_version: Mapped[str | None] = mapped_column(String(VERSION_MAX))
+
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+class LineageDatasetField(Base):
+    """One field of a dataset's current schema; ``position`` is its 0-based order in the schema facet."""
+
+    __tablename__ = "lineage_dataset_fields"
+    __table_args__ = (
+        PrimaryKeyConstraint("dataset_id", "position", name="pk_lineage_dataset_fields"),
+        UniqueConstraint("dataset_id", "name", name="uq_lineage_dataset_fields_dataset_name"),
+    )
+
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("lineage_datasets.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(FIELD_NAME_MAX))
+    type: Mapped[str | None] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+
+
+class LineageJobDataset(Base):
+    """A job's input or output dataset, in the order the defining event listed them."""
+
+    __tablename__ = "lineage_job_datasets"
+    __table_args__ = (
+        PrimaryKeyConstraint("job_id", "direction", "position", name="pk_lineage_job_datasets"),
+        UniqueConstraint("job_id", "direction", "dataset_id", name="uq_lineage_job_datasets_job_dataset"),
+        # "Which jobs read or write this dataset", and the cascade when a dataset is deleted.
+        Index("ix_lineage_job_datasets_dataset", "dataset_id"),
+    )
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("lineage_jobs.id", ondelete="CASCADE"))
+    direction: Mapped[str] = mapped_column(String(6))  # "input" | "output"
+    position: Mapped[int] = mapped_column(Integer)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("lineage_datasets.id", ondelete="CASCADE"))
+
+
+class LineageColumnLineage(Base):
+    """One transformation of one input field feeding one output field (or the whole output dataset).
+
+    A row per transformation keeps the table flat: consecutive rows (by ``position``) with the same
+    ``output_dataset_id``, ``output_field`` and ``input_index`` are the transformations of one
+    ``inputFields`` entry. An entry without transformations is one row whose ``transformation_type`` is
+    NULL. ``output_field`` NULL means a dataset-level dependency (``columnLineage.dataset`` in the spec).
+    """
+
+    __tablename__ = "lineage_column_lineage"
+    __table_args__ = (PrimaryKeyConstraint("job_id", "position", name="pk_lineage_column_lineage"),)
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("lineage_jobs.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    # The two dataset ids have no foreign key and no index, on purpose: this is the largest table and
+    # each foreign key costs a lookup per inserted row (measured: the biggest part of storing an event).
+    # The merge only writes ids of datasets it has just read or created in the same transaction, datasets
+    # are deleted only with their organization, and the job's cascade removes these rows then.
+    output_dataset_id: Mapped[int] = mapped_column(Integer)
+    output_field: Mapped[str | None] = mapped_column(String(FIELD_NAME_MAX))
+    input_index: Mapped[int] = mapped_column(Integer)
+    input_dataset_id: Mapped[int] = mapped_column(Integer)
+    input_field: Mapped[str] = mapped_column(String(FIELD_NAME_MAX))
+    transformation_type: Mapped[str | None] = mapped_column(String(16))
+    transformation_subtype: Mapped[str | None] = mapped_column(String(LABEL_MAX))
+    masking: Mapped[bool | None] = mapped_column(Boolean)
+    transformation_description: Mapped[str | None] = mapped_column(Text)
+
+
+__all__ = [
+    "LineageColumnLineage",
+    "LineageDataset",
+    "LineageDatasetField",
+    "LineageJob",
+    "LineageJobDataset",
+]

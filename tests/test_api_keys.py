@@ -1,0 +1,189 @@
+"""API keys: created and shown once, stored hashed, listed by prefix, revoked; the portal pages."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from flask.testing import FlaskClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lineage_core.lineage.api_keys import (
+    ApiKeyError,
+    AuthenticationError,
+    AuthFailure,
+    authenticate,
+    create_api_key,
+    hash_key,
+    list_api_keys,
+    parse_bearer,
+    record_use,
+    revoke_api_key,
+)
+from lineage_core.models import ApiKey, Organization, User
+from tests.conftest import login, post_form
+from tests.lineage_factories import make_org
+
+KEY_SHAPE = re.compile(r"^olk_[0-9a-f]{8}_[A-Za-z0-9_-]{43}$")
+
+
+def test_a_new_key_is_returned_once_and_only_its_hash_is_stored(db: Session, org: Organization) -> None:
+    new_key = create_api_key(db, org.id, "  airflow-prod ")
+    db.commit()
+    assert KEY_SHAPE.match(new_key.secret)
+    assert new_key.prefix == new_key.secret[:12]
+    row = db.scalars(select(ApiKey)).one()
+    assert (row.name, row.prefix, row.organization_id) == ("airflow-prod", new_key.prefix, org.id)
+    assert row.key_hash == hash_key(new_key.secret)
+    stored = " ".join(str(v) for v in (row.name, row.prefix, row.key_hash))
+    assert new_key.secret[12:] not in stored
+    assert create_api_key(db, org.id, "second").secret != new_key.secret
+
+
+@pytest.mark.parametrize("name", ["", "   ", "x" * 201])
+def test_a_key_needs_a_reasonable_name(db: Session, org: Organization, name: str) -> None:
+    with pytest.raises(ApiKeyError, match="name of 1 to 200 characters"):
+        create_api_key(db, org.id, name)
+
+
+def test_authenticate_finds_the_organization_and_refuses_bad_keys(db: Session, org: Organization) -> None:
+    new_key = create_api_key(db, org.id, "dbt")
+    db.commit()
+    caller = authenticate(db, new_key.secret)
+    assert (caller.organization_id, caller.api_key_id) == (org.id, new_key.id)
+
+    tampered = new_key.secret[:-1] + ("A" if new_key.secret[-1] != "A" else "B")
+    for key in (tampered, "olk_not-a-key", new_key.secret + "x", ""):
+        with pytest.raises(AuthenticationError) as caught:
+            authenticate(db, key)
+        assert caught.value.reason is AuthFailure.INVALID
+
+    revoke_api_key(db, org.id, new_key.id)
+    db.commit()
+    with pytest.raises(AuthenticationError, match="was revoked") as caught:
+        authenticate(db, new_key.secret)
+    assert caught.value.reason is AuthFailure.REVOKED
+
+
+@pytest.mark.parametrize(
+    ("header", "reason"),
+    [
+        (None, AuthFailure.MISSING),
+        ("", AuthFailure.MISSING),
+        ("Basic abc", AuthFailure.INVALID),
+        ("Bearer", AuthFailure.INVALID),
+    ],
+)
+def test_bearer_header_parsing(header: str | None, reason: AuthFailure) -> None:
+    with pytest.raises(AuthenticationError) as caught:
+        parse_bearer(header)
+    assert caught.value.reason is reason
+
+
+def test_bearer_scheme_is_case_insensitive() -> None:
+    assert parse_bearer("bearer  olk_x ") == "olk_x"
+
+
+def test_revoking_is_scoped_to_the_organization(db: Session, org: Organization) -> None:
+    other = make_org(db, "globex")
+    theirs = create_api_key(db, other.id, "theirs")
+    db.commit()
+    assert revoke_api_key(db, org.id, theirs.id) is None
+    db.commit()
+    assert authenticate(db, theirs.secret).organization_id == other.id
+
+
+def test_list_shows_active_keys_first(db: Session, org: Organization) -> None:
+    first = create_api_key(db, org.id, "first")
+    second = create_api_key(db, org.id, "second")
+    revoke_api_key(db, org.id, second.id)
+    third = create_api_key(db, org.id, "third")
+    db.commit()
+    assert [k.name for k in list_api_keys(db, org.id)] == ["third", "first", "second"]
+    assert {k.id for k in list_api_keys(db, org.id)} == {first.id, second.id, third.id}
+
+
+def test_last_use_is_recorded_at_most_once_a_minute(db: Session, org: Organization) -> None:
+    new_key = create_api_key(db, org.id, "spark")
+    db.commit()
+    caller = authenticate(db, new_key.secret)
+    assert record_use(db, caller)
+    db.commit()
+    used = db.scalar(select(ApiKey.last_used_at))
+    assert used is not None
+    again = authenticate(db, new_key.secret)
+    assert not record_use(db, again, now=used + timedelta(seconds=30))
+    assert record_use(db, again, now=used + timedelta(seconds=61))
+
+
+# -- pages ---------------------------------------------------------------------------------------------------
+
+
+def test_an_admin_creates_a_key_and_sees_it_once(
+    admin_client: FlaskClient, db: Session, org: Organization
+) -> None:
+    response = post_form(admin_client, "/api-keys/", None, {"name": "airflow-prod"})
+    assert response.status_code == 201
+    assert response.headers["Cache-Control"] == "no-store"
+    page = response.get_data(as_text=True)
+    secret = re.search(r'id="new-api-key">([^<]+)<', page)
+    assert secret and KEY_SHAPE.match(secret.group(1))
+    assert "http://localhost/api/v1/lineage" in page
+    assert authenticate(db, secret.group(1)).organization_id == org.id
+
+    listing = admin_client.get("/api-keys/").get_data(as_text=True)
+    assert "airflow-prod" in listing
+    assert secret.group(1)[:12] in listing
+    assert secret.group(1) not in listing
+
+
+def test_an_empty_name_is_refused_on_the_page(admin_client: FlaskClient, db: Session) -> None:
+    response = post_form(admin_client, "/api-keys/", None, {"name": ""})
+    assert response.status_code == 422
+    assert "Give the key a name" in response.get_data(as_text=True)
+    assert db.scalars(select(ApiKey)).all() == []
+
+
+def test_an_admin_revokes_a_key(admin_client: FlaskClient, db: Session, org: Organization) -> None:
+    new_key = create_api_key(db, org.id, "old")
+    db.commit()
+    response = post_form(admin_client, "/api-keys/", f"/api-keys/{new_key.id}/revoke", {})
+    assert response.status_code == 302
+    page = admin_client.get("/api-keys/").get_data(as_text=True)
+    assert "is revoked" in page and "Revoked" in page
+    with pytest.raises(AuthenticationError):
+        authenticate(db, new_key.secret)
+
+
+def test_another_organizations_key_cannot_be_revoked_from_the_page(
+    admin_client: FlaskClient, db: Session
+) -> None:
+    other = make_org(db, "globex")
+    theirs = create_api_key(db, other.id, "theirs")
+    db.commit()
+    response = post_form(admin_client, "/api-keys/", f"/api-keys/{theirs.id}/revoke", {})
+    assert response.status_code == 404
+    assert authenticate(db, theirs.secret).organization_id == other.id
+
+
+def test_revoke_without_csrf_token_is_refused(
+    admin_client: FlaskClient, db: Session, org: Organization
+) -> None:
+    new_key = create_api_key(db, org.id, "k")
+    db.commit()
+    assert admin_client.post(f"/api-keys/{new_key.id}/revoke").status_code == 400
+    assert authenticate(db, new_key.secret)
+
+
+def test_the_pages_need_a_signed_in_org_admin(client: FlaskClient, operator: User) -> None:
+    response = client.get("/api-keys/")
+    assert response.status_code == 302 and "/login" in response.headers["Location"]
+    login(client, operator.email)
+    assert client.get("/api-keys/").status_code == 403
+
+
+def test_the_nav_links_to_api_keys_for_admins(admin_client: FlaskClient) -> None:
+    page = admin_client.get("/api-keys/").get_data(as_text=True)
+    assert '<a href="/api-keys/">API keys</a>' in page

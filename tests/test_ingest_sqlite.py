@@ -1,0 +1,73 @@
+"""The ingest path on SQLite, the embedded default: API, merge rules, rejection, reading."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import orjson
+import pytest
+from flask.testing import FlaskClient
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from lineage_core.config import Settings
+from lineage_core.db import session_factory
+from lineage_core.lineage.models import LineageDataset, LineageJob
+from lineage_core.models import Organization
+from portal import create_app
+from tests.lineage_factories import dataset, graph_of, make_key, make_org, orders_event, run_event
+
+
+@pytest.fixture
+def sqlite_db(sqlite_settings: Settings) -> Iterator[Session]:
+    session = session_factory(sqlite_settings.database_url)()
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def sqlite_client(sqlite_settings: Settings) -> FlaskClient:
+    return create_app(test_config={"TESTING": True}, settings=sqlite_settings).test_client()
+
+
+def post(client: FlaskClient, event: object, key: str) -> tuple[int, dict[str, object]]:
+    response = client.post(
+        "/api/v1/lineage",
+        data=orjson.dumps(event),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    return response.status_code, response.get_json()
+
+
+def test_ingest_on_sqlite(sqlite_client: FlaskClient, sqlite_db: Session) -> None:
+    org: Organization = make_org(sqlite_db, "acme")
+    key = make_key(sqlite_db, org)
+
+    assert post(sqlite_client, orders_event(time="2024-05-02T00:00:00Z"), key) == (
+        201,
+        {
+            "status": "accepted",
+            "lineage": "replaced",
+            "jobFacetsUpdated": ["documentation", "sql", "jobType"],
+            "datasetFacetsUpdated": 4,
+        },
+    )
+    before = graph_of(sqlite_db, org.id)
+    assert post(sqlite_client, orders_event(time="2024-05-02T00:00:00Z"), key)[1]["lineage"] == "unchanged"
+    older = run_event(time="2024-05-01T00:00:00Z", inputs=[dataset("a")], outputs=[dataset("b")])
+    assert post(sqlite_client, older, key)[1]["lineage"] == "stale"
+    assert post(sqlite_client, run_event(event_type="START", time="2024-05-03T00:00:00Z"), key)[0] == 201
+    assert graph_of(sqlite_db, org.id) == before
+
+    bad = orders_event(job="other.job")
+    bad["run"]["runId"] = "nope"
+    status, body = post(sqlite_client, bad, key)
+    assert (status, body["field"]) == (400, "run.runId")
+    assert sqlite_db.scalar(select(func.count()).select_from(LineageJob)) == 1
+    assert sqlite_db.scalar(select(func.count()).select_from(LineageDataset)) == 3
+
+    newer = run_event(time="2024-05-04T00:00:00Z", inputs=[dataset("a")], outputs=[dataset("b")])
+    assert post(sqlite_client, newer, key)[1]["lineage"] == "replaced"
+    (job,) = graph_of(sqlite_db, org.id)
+    assert ([d["name"] for d in job["inputs"]], [d["name"] for d in job["outputs"]]) == (["a"], ["b"])
+    assert job["sql_dialect"] == "postgres"
