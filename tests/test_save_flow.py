@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import boto3
 import requests
@@ -20,7 +21,7 @@ from lineage_core.models import Connector, ConnectorStatus, ExportRun, RunStatus
 from lineage_core.role_spec import RoleSpec
 from portal import create_app
 from tests.conftest import VENDOR_ACCOUNT_ID, login, post_form
-from tests.wizard_helpers import create_bucket, create_role_through_iam, save, start_and_fill
+from tests.wizard_helpers import FORM, create_bucket, create_role_through_iam, save, start_and_fill
 
 
 def _spec(connector: Connector) -> RoleSpec:
@@ -153,23 +154,24 @@ def test_aws_unreachable_is_reported_as_could_not_assume(
     )
 
 
+def _active_connector(aws: str, client: FlaskClient, db: Session) -> Connector:
+    create_bucket(aws)
+    connector = start_and_fill(client, db)
+    create_role_through_iam(aws, _spec(connector))
+    assert save(client, connector.id).status_code == 302
+    return connector
+
+
+def _edit(client: FlaskClient, connector: Connector, **changes: str) -> Any:
+    url = f"/integrations/openlineage/{connector.id}/setup"
+    return post_form(client, url, None, {**FORM, **changes})
+
+
 def test_editing_the_interval_keeps_the_connector_active(
     aws: str, admin_client: FlaskClient, db: Session
 ) -> None:
-    create_bucket(aws)
-    connector = start_and_fill(admin_client, db)
-    create_role_through_iam(aws, _spec(connector))
-    save(admin_client, connector.id)
-    url = f"/integrations/openlineage/{connector.id}/setup"
-    form = {
-        "bucket": "acme-lineage",
-        "prefix": "foundational/openlineage",
-        "account_id": "123456789012",
-        "role_name": "FoundationalOpenLineageExport",
-        "interval_days": "30",
-        "role_path": "/",
-    }
-    response = post_form(admin_client, url, None, form)
+    connector = _active_connector(aws, admin_client, db)
+    response = _edit(admin_client, connector, interval_days="30")
     assert response.headers["Location"].endswith("/integrations/openlineage")
     db.expire_all()
     stored = db.get(Connector, connector.id)
@@ -179,20 +181,8 @@ def test_editing_the_interval_keeps_the_connector_active(
 def test_editing_the_prefix_sends_the_admin_through_download_and_check_again(
     aws: str, admin_client: FlaskClient, db: Session
 ) -> None:
-    create_bucket(aws)
-    connector = start_and_fill(admin_client, db)
-    create_role_through_iam(aws, _spec(connector))
-    save(admin_client, connector.id)
-    url = f"/integrations/openlineage/{connector.id}/setup"
-    form = {
-        "bucket": "acme-lineage",
-        "prefix": "elsewhere",
-        "account_id": "123456789012",
-        "role_name": "FoundationalOpenLineageExport",
-        "interval_days": "14",
-        "role_path": "/",
-    }
-    response = post_form(admin_client, url, None, form)
+    connector = _active_connector(aws, admin_client, db)
+    response = _edit(admin_client, connector, prefix="elsewhere")
     assert response.headers["Location"].endswith(f"/integrations/openlineage/{connector.id}/deploy")
     db.expire_all()
     stored = db.get(Connector, connector.id)
