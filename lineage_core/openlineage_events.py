@@ -158,15 +158,18 @@ class _RunIds:
     def __init__(self, snapshot_time: datetime) -> None:
         moment = snapshot_time.astimezone(UTC)
         self._salt = f"{moment.isoformat()}\x00".encode()
-        self._time_part = (int(moment.timestamp() * 1000) & 0xFFFF_FFFF_FFFF).to_bytes(6)
+        time_hex = (int(moment.timestamp() * 1000) & 0xFFFF_FFFF_FFFF).to_bytes(6).hex()
+        self._prefix = f"{time_hex[:8]}-{time_hex[8:]}-7"  # the time part and the version nibble
 
     def __call__(self, namespace: str, name: str) -> str:
-        digest = hashlib.sha256(self._salt + f"{namespace}\x00{name}".encode()).digest()
-        raw = bytearray(self._time_part + digest[:10])
-        raw[6] = 0x70 | (raw[6] & 0x0F)  # version 7
-        raw[8] = 0x80 | (raw[8] & 0x3F)  # RFC 9562 variant
-        text = raw.hex()
-        return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+        # The bytes after the time part are the digest's first 10, with the version nibble (the "7" of
+        # the prefix replaces the digest's first hex digit) and the RFC 9562 variant (the top two bits of
+        # the 9th byte set to 10) written over them; done on the hex text, it needs no bytearray.
+        text = hashlib.sha256(self._salt + f"{namespace}\x00{name}".encode()).digest()[:10].hex()
+        return f"{self._prefix}{text[1:4]}-{_VARIANT[text[4]]}{text[5:8]}-{text[8:]}"
+
+
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
 def format_event_time(moment: datetime) -> str:
@@ -224,21 +227,48 @@ class EventWriter:
         """The NDJSON line of ``job`` (ending in ``\\n``), or None if the job cannot fit the size limit.
 
         Byte for byte ``orjson.dumps(self.event(job))`` plus a newline when it fits, only built faster:
-        each dataset's facets are built once, and its ``inputs`` entry serialized once, then reused by
-        every event that names the dataset (:class:`_DatasetCache`).
+        each dataset's facets are built and serialized once, and its ``inputs`` entry serialized once,
+        then reused by every event that names the dataset (:class:`_DatasetCache`); the rest is built
+        with dict literals in one pass (this runs once per job, the export's hot path). The size rule
+        measures the line just serialized: the event is built again only when it is over the limit.
         """
-        datasets = self._datasets
+        get = self._datasets.get
         producer = self.producer
+        outputs = []
+        for dataset in job.outputs:
+            entry = get(dataset)
+            if dataset.column_lineage or dataset.dataset_dependencies:
+                # The dataset's cached entry with columnLineage appended to its facets: orjson writes
+                # {"key":value,...} without spaces, so these are the bytes it would write for the dict.
+                outputs.append(
+                    orjson.Fragment(
+                        b"".join(
+                            (
+                                entry.head,
+                                entry.column_lineage_key,
+                                orjson.dumps(_column_lineage(dataset, producer)),
+                                b"}}",
+                            )
+                        )
+                    )
+                )
+            else:
+                outputs.append(entry.entry)
         line = orjson.dumps(
-            self._envelope(
-                job,
-                [datasets.get(dataset).input_entry for dataset in job.inputs],
-                [
-                    _output(dataset, dict(datasets.get(dataset).facets), producer, FULL)
-                    for dataset in job.outputs
-                ],
-                FULL,
-            ),
+            {
+                "eventType": "COMPLETE",
+                "eventTime": self.event_time,
+                "producer": producer,
+                "schemaURL": EVENT_SCHEMA_URL,
+                "run": {"runId": self._run_id(job.namespace, job.name), "facets": {}},
+                "job": {
+                    "namespace": job.namespace,
+                    "name": job.name,
+                    "facets": _job_facets(job, producer, FULL),
+                },
+                "inputs": [get(dataset).entry for dataset in job.inputs],
+                "outputs": outputs,
+            },
             option=orjson.OPT_APPEND_NEWLINE,
         )
         if len(line) - 1 > self.max_event_bytes:
@@ -305,24 +335,17 @@ class EventWriter:
 
 
 class _CachedDataset:
-    __slots__ = ("_input_entry", "description", "facets", "fields", "name", "namespace")
+    """A dataset's entry of ``inputs`` (and of ``outputs`` but for columnLineage), serialized."""
+
+    __slots__ = ("column_lineage_key", "description", "entry", "fields", "head")
 
     def __init__(self, dataset: InputDataset | OutputDataset, facets: dict[str, Any]) -> None:
-        self.namespace = dataset.namespace
-        self.name = dataset.name
         self.fields = dataset.fields
         self.description = dataset.description
-        self.facets = facets  # read-only from here on: shared by every event naming the dataset
-        self._input_entry: orjson.Fragment | None = None
-
-    @property
-    def input_entry(self) -> orjson.Fragment:
-        """The dataset as an entry of ``inputs``, serialized on first use."""
-        if self._input_entry is None:
-            self._input_entry = orjson.Fragment(
-                orjson.dumps({"namespace": self.namespace, "name": self.name, "facets": self.facets})
-            )
-        return self._input_entry
+        serialized = orjson.dumps({"namespace": dataset.namespace, "name": dataset.name, "facets": facets})
+        self.entry = orjson.Fragment(serialized)
+        self.head = memoryview(serialized)[:-2]  # without the "}}" that closes the facets and the entry
+        self.column_lineage_key = b',"columnLineage":' if facets else b'"columnLineage":'
 
 
 class _DatasetCache:
@@ -330,11 +353,13 @@ class _DatasetCache:
 
     A dataset is typically named by the event of the job that writes it and by the events of the jobs
     that read it, which the graph yields soon after (a few pages apart at most). Its schema and
-    documentation facets are built once, and its whole ``inputs`` entry is serialized once (an orjson
-    fragment, which orjson copies verbatim), instead of once per event. An entry is reused only
-    when the dataset's fields and description equal the cached ones (an identity check first: the store
-    shares one tuple of fields per dataset within a page), so a dataset that changed between two pages
-    is rebuilt, never served stale. The oldest entries are dropped beyond ``capacity``: memory stays flat.
+    documentation facets are built once and its whole ``inputs`` entry serialized once (an orjson
+    fragment, which orjson copies verbatim), instead of once per event; its ``outputs`` entry is those
+    bytes with the job's columnLineage spliced into the facets (one serialized copy per dataset). An entry
+    is reused only when the dataset's fields and description equal the cached ones (an identity check
+    first: the store shares one tuple of fields per dataset within a page), so a dataset that changed
+    between two pages is rebuilt, never served stale. The oldest entries are dropped beyond
+    ``capacity``: memory stays flat.
     """
 
     def __init__(self, producer: str, capacity: int) -> None:
@@ -343,24 +368,118 @@ class _DatasetCache:
         self._entries: dict[tuple[str, str], _CachedDataset] = {}
 
     def get(self, dataset: InputDataset | OutputDataset) -> _CachedDataset:
-        key = (dataset.namespace, dataset.name)
+        entry = self._entries.get((dataset.namespace, dataset.name))
+        if entry is not None and entry.fields is dataset.fields and entry.description == dataset.description:
+            return entry
+        return self._miss(dataset, entry)
+
+    def _miss(self, dataset: InputDataset | OutputDataset, entry: _CachedDataset | None) -> _CachedDataset:
+        if entry is not None and entry.description == dataset.description and entry.fields == dataset.fields:
+            entry.fields = dataset.fields  # later events of this page hit the identity check
+            return entry
+        producer = self._producer
+        facets: dict[str, Any] = {}
+        fields = dataset.fields
+        if fields:
+            facets["schema"] = {
+                "_producer": producer,
+                "_schemaURL": SCHEMA_URL,
+                "fields": [
+                    {"name": f.name, "type": f.type, "description": f.description}
+                    if f.type is not None and f.description is not None  # the usual case
+                    else _schema_field(f, True)
+                    for f in fields
+                ],
+            }
+        if dataset.description is not None:
+            facets["documentation"] = {
+                "_producer": producer,
+                "_schemaURL": DATASET_DOCUMENTATION_URL,
+                "description": dataset.description,
+            }
+        entry = _CachedDataset(dataset, facets)
         entries = self._entries
-        entry = entries.get(key)
-        if entry is not None and entry.description == dataset.description:
-            if entry.fields is dataset.fields:
-                return entry
-            if entry.fields == dataset.fields:
-                entry.fields = dataset.fields  # later events of this page hit the identity check
-                return entry
-        facets = _dataset_facets(dataset, self._producer, FULL)
-        entry = _CachedDataset(
-            dataset, {name: orjson.Fragment(orjson.dumps(f)) for name, f in facets.items()}
-        )
+        key = (dataset.namespace, dataset.name)
         entries.pop(key, None)
         if len(entries) >= self._capacity:
             del entries[next(iter(entries))]
         entries[key] = entry
         return entry
+
+
+def _column_lineage(dataset: OutputDataset, producer: str) -> dict[str, Any]:
+    """The columnLineage facet with every detail: what :func:`_output` builds with :data:`FULL`.
+
+    The export's hot loop (an entry per column dependency, most of an event). The usual output field
+    depends on one input field through one transformation that has every field set: that entry is
+    built as one nested literal, without a loop or a call (on CPython 3.11 comprehensions are calls
+    too), its one-element arrays as tuples (orjson writes a tuple as an array, and a tuple is cheaper
+    to make than a list); anything else goes through :func:`_full_input_fields`.
+    """
+    fields: dict[str, Any] = {}
+    for lineage in dataset.column_lineage:
+        refs = lineage.input_fields
+        if len(refs) == 1:
+            ref = refs[0]
+            ts = ref.transformations
+            if len(ts) == 1:
+                t = ts[0]
+                subtype, masking, description = t.subtype, t.masking, t.description
+                if subtype is not None and masking is not None and description is not None:
+                    fields[lineage.field] = {
+                        "inputFields": (
+                            {
+                                "namespace": ref.namespace,
+                                "name": ref.name,
+                                "field": ref.field,
+                                "transformations": (
+                                    {
+                                        "type": t.type,
+                                        "subtype": subtype,
+                                        "masking": masking,
+                                        "description": description,
+                                    },
+                                ),
+                            },
+                        )
+                    }
+                    continue
+        fields[lineage.field] = {"inputFields": _full_input_fields(refs)}
+    if dataset.dataset_dependencies:
+        return {
+            "_producer": producer,
+            "_schemaURL": COLUMN_LINEAGE_URL,
+            "fields": fields,
+            "dataset": _full_input_fields(dataset.dataset_dependencies),
+        }
+    return {"_producer": producer, "_schemaURL": COLUMN_LINEAGE_URL, "fields": fields}
+
+
+def _full_input_fields(refs: tuple[InputFieldRef, ...]) -> list[dict[str, Any]]:
+    """:func:`_input_fields` with the explanations, dict literals for the usual transformation."""
+    out = []
+    for ref in refs:
+        ts = ref.transformations
+        if len(ts) == 1:
+            t = ts[0]
+            subtype, masking, description = t.subtype, t.masking, t.description
+            if subtype is not None and masking is not None and description is not None:
+                transformations = [
+                    {"type": t.type, "subtype": subtype, "masking": masking, "description": description}
+                ]
+            else:
+                transformations = [_transformation(t, True)]
+        else:
+            transformations = [_transformation(t, True) for t in ts]
+        out.append(
+            {
+                "namespace": ref.namespace,
+                "name": ref.name,
+                "field": ref.field,
+                "transformations": transformations,
+            }
+        )
+    return out
 
 
 def _job_facets(job: JobLineage, producer: str, detail: Detail) -> dict[str, Any]:
