@@ -21,14 +21,12 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -45,9 +43,9 @@ from lineage_core.accounts import create_organization
 from lineage_core.db import session_scope
 from lineage_core.lineage.api_keys import create_api_key
 from lineage_core.lineage.synthetic import DEFAULT_START, iter_synthetic_events
+from tests.services import free_port, throwaway_postgres_database
 
 ROOT = Path(__file__).resolve().parents[1]
-PG_ADMIN_URL = os.environ.get("TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 BASELINE_NAME = "raw append (parse + INSERT jsonb, 1 tx/event)"
 
 
@@ -64,25 +62,6 @@ class Result:
     @property
     def rate(self) -> float:
         return self.events / self.seconds
-
-
-@contextmanager
-def throwaway_database() -> Iterator[str]:
-    name = f"olx_bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def env_for(database_url: str) -> dict[str, str]:
@@ -318,7 +297,7 @@ def main() -> None:
 
     rows: list[Result] = []
     sizes: dict[int, tuple[float, int]] = {}
-    with throwaway_database() as database_url, tempfile.TemporaryDirectory() as tmp:
+    with throwaway_postgres_database() as database_url, tempfile.TemporaryDirectory() as tmp:
         migrate.upgrade(database_url)
         for events in args.events:
             results, sizes[events] = bench_size(database_url, events, args, Path(tmp))
