@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -168,9 +168,18 @@ def run_child(command: list[str], database_url: str) -> tuple[float, float, floa
     """Runs a command; returns (seconds, its peak RSS in MB, its CPU seconds, exit status)."""
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env_for(database_url), cwd=ROOT, stdout=subprocess.DEVNULL)
-    _pid, status, usage = os.wait4(process.pid, 0)
+    # The child's own peak, polled from /proc: rusage's ru_maxrss would include this (large) process's
+    # RSS at the moment of the fork, which the high-water mark keeps across exec.
+    peak = 0.0
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            break
+        with suppress(FileNotFoundError, ProcessLookupError):
+            peak = max(peak, peak_rss_mb(process.pid))
+        time.sleep(0.2)
     cpu = usage.ru_utime + usage.ru_stime
-    return time.perf_counter() - start, usage.ru_maxrss / 1024, cpu, os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - start, peak, cpu, os.waitstatus_to_exitcode(status)
 
 
 def setup_org(database_url: str, slug: str) -> str:
