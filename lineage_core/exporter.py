@@ -339,7 +339,7 @@ def _export(
 
 def _connect(settings: Settings, destination: _Destination, clients: AwsClients | None) -> Any:
     """An S3 client acting as the customer's role, in the bucket's region."""
-    clients = clients or LiveAwsClients(settings)
+    clients = clients or LiveAwsClients(settings, aws.BACKGROUND_CONFIG)
     try:
         credentials = aws.assume_role(
             settings, destination.role_arn, destination.external_id, sts=clients.sts()

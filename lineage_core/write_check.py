@@ -14,6 +14,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lineage_core import aws
@@ -62,14 +63,18 @@ class AwsClients(Protocol):
 
 
 class LiveAwsClients:
-    def __init__(self, settings: Settings) -> None:
+    """Real clients. ``config`` sets timeouts and retries: fail fast by default, for an admin waiting
+    on Save; the export passes :data:`aws.BACKGROUND_CONFIG`, which retries throttling patiently."""
+
+    def __init__(self, settings: Settings, config: Config = aws.INTERACTIVE_CONFIG) -> None:
         self._settings = settings
+        self._config = config
 
     def sts(self) -> Any:
-        return aws.vendor_client(self._settings, "sts", config=aws.INTERACTIVE_CONFIG)
+        return aws.vendor_client(self._settings, "sts", config=self._config)
 
     def s3(self, credentials: aws.AssumedCredentials, region: str) -> Any:
-        return aws.customer_client(self._settings, credentials, "s3", region, config=aws.INTERACTIVE_CONFIG)
+        return aws.customer_client(self._settings, credentials, "s3", region, config=self._config)
 
 
 def describe_aws_error(error: BaseException) -> str:
