@@ -8,7 +8,8 @@ Prints two tables and the issue's targets:
   - *(c) upload alone*: boto3 ``upload_file`` (default TransferConfig: 8 MiB parts, 10 threads) of the
     finished file to the same moto server: the upload ceiling;
   - *end to end*: :func:`lineage_core.exporter.run_export` of a queued run (assume role, read, build,
-    serialize, multipart upload, run recorded), as the RQ job does.
+    serialize, multipart upload, run recorded), as the RQ job does, in a process that has loaded the
+    AWS models first as the worker does before it forks each job.
 * **Build and serialize** on the same jobs already read from the store (the first ``--sample`` jobs of
   each org, best of 5 runs): ours (``EventWriter.lines``), *(a)* the same events built with
   openlineage-python's classes and ``Serde.to_json``, *(b)* ``orjson.dumps`` of prebuilt event dicts
@@ -298,9 +299,12 @@ def child_generate(org_id: int, out: str | None) -> dict[str, Any]:
 
 
 def child_e2e(run_id: int) -> dict[str, Any]:
+    from lineage_core import aws
     from lineage_core.exporter import run_export
 
     settings = Settings.from_env()
+    # What `python -m worker` does before it takes jobs (each job runs in a fork that inherits it).
+    aws.preload_models(settings)
     started, cpu = time.perf_counter(), cpu_seconds()
     result = run_export(settings, run_id)
     seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
@@ -422,14 +426,17 @@ def openlineage_python_event(job: Any, snapshot: datetime) -> Any:
     def input_fields(refs: Any) -> list[Any]:
         return [
             column_lineage_dataset.InputField(
-                namespace=r.namespace,
-                name=r.name,
-                field=r.field,
+                namespace=r["namespace"],
+                name=r["name"],
+                field=r["field"],
                 transformations=[
                     column_lineage_dataset.Transformation(
-                        type=t.type, subtype=t.subtype, description=t.description, masking=t.masking
+                        type=t["type"],
+                        subtype=t.get("subtype"),
+                        description=t.get("description"),
+                        masking=t.get("masking"),
                     )
-                    for t in r.transformations
+                    for t in r["transformations"]
                 ],
             )
             for r in refs
@@ -441,8 +448,8 @@ def openlineage_python_event(job: Any, snapshot: datetime) -> Any:
             facets["columnLineage"] = column_lineage_dataset.ColumnLineageDatasetFacet(
                 producer=PRODUCER,
                 fields={
-                    f.field: column_lineage_dataset.Fields(inputFields=input_fields(f.input_fields))
-                    for f in dataset.column_lineage
+                    field: column_lineage_dataset.Fields(inputFields=input_fields(inputs["inputFields"]))
+                    for field, inputs in dataset.column_lineage.items()
                 },
                 dataset=input_fields(dataset.dataset_dependencies),
             )

@@ -53,8 +53,9 @@ import orjson
 
 from lineage_core.lineage.graph import (
     DatasetField,
+    FieldInputs,
     InputDataset,
-    InputFieldRef,
+    InputField,
     JobLineage,
     OutputDataset,
     Transformation,
@@ -410,76 +411,17 @@ class _DatasetCache:
 def _column_lineage(dataset: OutputDataset, producer: str) -> dict[str, Any]:
     """The columnLineage facet with every detail: what :func:`_output` builds with :data:`FULL`.
 
-    The export's hot loop (an entry per column dependency, most of an event). The usual output field
-    depends on one input field through one transformation that has every field set: that entry is
-    built as one nested literal, without a loop or a call (on CPython 3.11 comprehensions are calls
-    too), its one-element arrays as tuples (orjson writes a tuple as an array, and a tuple is cheaper
-    to make than a list); anything else goes through :func:`_full_input_fields`.
+    The store hands over column lineage in the spec's shape already (``fields`` and ``dataset``), so
+    the facet is those very dicts under the facet's two keys: nothing is built per column.
     """
-    fields: dict[str, Any] = {}
-    for lineage in dataset.column_lineage:
-        refs = lineage.input_fields
-        if len(refs) == 1:
-            ref = refs[0]
-            ts = ref.transformations
-            if len(ts) == 1:
-                t = ts[0]
-                subtype, masking, description = t.subtype, t.masking, t.description
-                if subtype is not None and masking is not None and description is not None:
-                    fields[lineage.field] = {
-                        "inputFields": (
-                            {
-                                "namespace": ref.namespace,
-                                "name": ref.name,
-                                "field": ref.field,
-                                "transformations": (
-                                    {
-                                        "type": t.type,
-                                        "subtype": subtype,
-                                        "masking": masking,
-                                        "description": description,
-                                    },
-                                ),
-                            },
-                        )
-                    }
-                    continue
-        fields[lineage.field] = {"inputFields": _full_input_fields(refs)}
     if dataset.dataset_dependencies:
         return {
             "_producer": producer,
             "_schemaURL": COLUMN_LINEAGE_URL,
-            "fields": fields,
-            "dataset": _full_input_fields(dataset.dataset_dependencies),
+            "fields": dataset.column_lineage,
+            "dataset": dataset.dataset_dependencies,
         }
-    return {"_producer": producer, "_schemaURL": COLUMN_LINEAGE_URL, "fields": fields}
-
-
-def _full_input_fields(refs: tuple[InputFieldRef, ...]) -> list[dict[str, Any]]:
-    """:func:`_input_fields` with the explanations, dict literals for the usual transformation."""
-    out = []
-    for ref in refs:
-        ts = ref.transformations
-        if len(ts) == 1:
-            t = ts[0]
-            subtype, masking, description = t.subtype, t.masking, t.description
-            if subtype is not None and masking is not None and description is not None:
-                transformations = [
-                    {"type": t.type, "subtype": subtype, "masking": masking, "description": description}
-                ]
-            else:
-                transformations = [_transformation(t, True)]
-        else:
-            transformations = [_transformation(t, True) for t in ts]
-        out.append(
-            {
-                "namespace": ref.namespace,
-                "name": ref.name,
-                "field": ref.field,
-                "transformations": transformations,
-            }
-        )
-    return out
+    return {"_producer": producer, "_schemaURL": COLUMN_LINEAGE_URL, "fields": dataset.column_lineage}
 
 
 def _job_facets(job: JobLineage, producer: str, detail: Detail) -> dict[str, Any]:
@@ -516,18 +458,20 @@ def _input(dataset: InputDataset, producer: str, detail: Detail) -> dict[str, An
 def _output(dataset: OutputDataset, facets: dict[str, Any], producer: str, detail: Detail) -> dict[str, Any]:
     """The output entry; ``facets`` holds its schema and documentation facets and gets columnLineage."""
     if detail.column_lineage and (dataset.column_lineage or dataset.dataset_dependencies):
-        with_explanations = detail.transformation_descriptions
-        column_lineage: dict[str, Any] = {
-            "_producer": producer,
-            "_schemaURL": COLUMN_LINEAGE_URL,
-            "fields": {
-                lineage.field: {"inputFields": _input_fields(lineage.input_fields, with_explanations)}
-                for lineage in dataset.column_lineage
-            },
-        }
-        if dataset.dataset_dependencies:
-            column_lineage["dataset"] = _input_fields(dataset.dataset_dependencies, with_explanations)
-        facets["columnLineage"] = column_lineage
+        if detail.transformation_descriptions:
+            facets["columnLineage"] = _column_lineage(dataset, producer)
+        else:
+            column_lineage: dict[str, Any] = {
+                "_producer": producer,
+                "_schemaURL": COLUMN_LINEAGE_URL,
+                "fields": {
+                    output_field: _without_explanations(inputs)
+                    for output_field, inputs in dataset.column_lineage.items()
+                },
+            }
+            if dataset.dataset_dependencies:
+                column_lineage["dataset"] = _input_fields_without_explanations(dataset.dataset_dependencies)
+            facets["columnLineage"] = column_lineage
     return {"namespace": dataset.namespace, "name": dataset.name, "facets": facets}
 
 
@@ -558,44 +502,27 @@ def _schema_field(f: DatasetField, with_description: bool) -> dict[str, str]:
     return entry
 
 
-def _input_fields(refs: tuple[InputFieldRef, ...], with_explanations: bool) -> list[dict[str, Any]]:
-    # The export's hot loop (an entry per column dependency, most of an event): plain loops and dict
-    # literals for the usual transformation that has every field, measured fastest on CPython 3.11.
-    out = []
-    for ref in refs:
-        transformations = []
-        for t in ref.transformations:
-            if (
-                t.subtype is not None
-                and t.masking is not None
-                and t.description is not None
-                and with_explanations
-            ):
-                transformations.append(
-                    {"type": t.type, "subtype": t.subtype, "masking": t.masking, "description": t.description}
-                )
-            else:
-                transformations.append(_transformation(t, with_explanations))
-        out.append(
-            {
-                "namespace": ref.namespace,
-                "name": ref.name,
-                "field": ref.field,
-                "transformations": transformations,
-            }
-        )
-    return out
+def _without_explanations(inputs: FieldInputs) -> FieldInputs:
+    return {"inputFields": _input_fields_without_explanations(inputs["inputFields"])}
 
 
-def _transformation(t: Transformation, with_explanation: bool) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": t.type}
-    if t.subtype is not None:
-        item["subtype"] = t.subtype
-    if t.masking is not None:
-        item["masking"] = t.masking
-    if t.description is not None and with_explanation:
-        item["description"] = t.description
-    return item
+def _input_fields_without_explanations(refs: list[InputField]) -> list[InputField]:
+    """Copies of ``refs`` whose transformations have no ``description`` (step 4 of the size rule)."""
+    return [
+        {
+            "namespace": ref["namespace"],
+            "name": ref["name"],
+            "field": ref["field"],
+            "transformations": [_without_explanation(t) for t in ref["transformations"]],
+        }
+        for ref in refs
+    ]
+
+
+def _without_explanation(t: Transformation) -> Transformation:
+    stripped = t.copy()
+    stripped.pop("description", None)
+    return stripped
 
 
 __all__ = [

@@ -13,12 +13,11 @@ import pytest
 
 from lineage_core.lineage.graph import (
     DatasetField,
-    FieldLineage,
     InputDataset,
-    InputFieldRef,
     JobLineage,
     OutputDataset,
-    Transformation,
+    input_field,
+    transformation,
 )
 from lineage_core.openlineage_events import (
     EVENT_SCHEMA_URL,
@@ -45,27 +44,24 @@ ORDERS = InputDataset(
     ),
 )
 CUSTOMERS = InputDataset(PG, "shop.public.customers", None, ())
-IDENTITY = Transformation("DIRECT", "IDENTITY", False, "Copied unchanged from orders.order_id.")
-SUM = Transformation("DIRECT", "AGGREGATION", None, "SUM of amount per order.")
-JOIN = Transformation("INDIRECT", "JOIN", False, "Join key: orders.customer_id = customers.id.")
+IDENTITY = transformation("DIRECT", "IDENTITY", False, "Copied unchanged from orders.order_id.")
+SUM = transformation("DIRECT", "AGGREGATION", None, "SUM of amount per order.")
+JOIN = transformation("INDIRECT", "JOIN", False, "Join key: orders.customer_id = customers.id.")
 MART = OutputDataset(
     SF,
     "ANALYTICS.MARTS.FCT_ORDERS",
     "Orders per customer.",
     (DatasetField("order_id", "NUMBER(38,0)", "The order."), DatasetField("total", "NUMBER(12,2)", None)),
-    (
-        FieldLineage("order_id", (InputFieldRef(PG, "shop.public.orders", "order_id", (IDENTITY,)),)),
-        FieldLineage(
-            "total",
-            (
-                InputFieldRef(
-                    PG, "shop.public.orders", "amount", (SUM, Transformation("INDIRECT", "X", None, None))
-                ),
-                InputFieldRef(PG, "shop.public.customers", "id", ()),
-            ),
-        ),
-    ),
-    (InputFieldRef(PG, "shop.public.customers", "id", (JOIN,)),),
+    {
+        "order_id": {"inputFields": [input_field(PG, "shop.public.orders", "order_id", [IDENTITY])]},
+        "total": {
+            "inputFields": [
+                input_field(PG, "shop.public.orders", "amount", [SUM, transformation("INDIRECT", "X")]),
+                input_field(PG, "shop.public.customers", "id"),
+            ]
+        },
+    },
+    [input_field(PG, "shop.public.customers", "id", [JOIN])],
 )
 JOB = JobLineage(
     id=1,
@@ -248,11 +244,11 @@ def test_job_type_facet_needs_processing_type_and_integration() -> None:
 
 
 def test_column_lineage_facet_with_only_dataset_dependencies_still_has_fields() -> None:
-    output = replace(MART, column_lineage=())
+    output = replace(MART, column_lineage={})
     event = EventWriter(SNAPSHOT).event(replace(JOB, outputs=(output,)))
 
     assert event["outputs"][0]["facets"]["columnLineage"]["fields"] == {}
-    no_lineage = replace(MART, column_lineage=(), dataset_dependencies=())
+    no_lineage = replace(MART, column_lineage={}, dataset_dependencies=[])
     event = EventWriter(SNAPSHOT).event(replace(JOB, outputs=(no_lineage,)))
     assert "columnLineage" not in event["outputs"][0]["facets"]
 
@@ -336,18 +332,17 @@ def wide_job(columns: int, inputs: int = 1) -> JobLineage:
     """A job whose datasets have many described columns, each with an explained lineage."""
     fields = tuple(DatasetField(f"c{i}", "VARCHAR", LONG) for i in range(columns))
     sources = tuple(InputDataset(PG, f"shop.public.src{n}", LONG, fields) for n in range(inputs))
-    lineage = tuple(
-        FieldLineage(
-            f"c{i}",
-            (
-                InputFieldRef(
-                    PG, "shop.public.src0", f"c{i}", (Transformation("DIRECT", "IDENTITY", False, LONG),)
-                ),
-            ),
-        )
+    lineage = {
+        f"c{i}": {
+            "inputFields": [
+                input_field(
+                    PG, "shop.public.src0", f"c{i}", [transformation("DIRECT", "IDENTITY", False, LONG)]
+                )
+            ]
+        }
         for i in range(columns)
-    )
-    output = OutputDataset(SF, "ANALYTICS.MARTS.WIDE", LONG, fields, lineage, ())
+    }
+    output = OutputDataset(SF, "ANALYTICS.MARTS.WIDE", LONG, fields, lineage, [])
     return replace(JOB, sql="SELECT " + LONG * 10, inputs=sources, outputs=(output,))
 
 
@@ -404,6 +399,8 @@ def test_trimming_drops_detail_in_order_and_keeps_table_lineage() -> None:
     assert all("description" not in f for f in out["schema"]["fields"])
     transformation = out["columnLineage"]["fields"]["c0"]["inputFields"][0]["transformations"][0]
     assert transformation == {"type": "DIRECT", "subtype": "IDENTITY", "masking": False}
+    # The job's own column lineage, shared with the full events, is left as it was.
+    assert job.outputs[0].column_lineage["c0"]["inputFields"][0]["transformations"][0]["description"] == LONG
 
     # Smallest: table-level lineage only, and still the same job, inputs and outputs.
     event, writer = written(job, sizes[-1])

@@ -153,10 +153,9 @@ def test_the_openlineage_client_posts_a_run(
     assert job["inputs"][0]["fields"][0] == {"name": "id", "type": "BIGINT", "description": "Order id"}
     output = job["outputs"][0]
     assert output["description"] == "Order totals."
-    assert output["column_lineage"] == [
-        {
-            "field": "total",
-            "input_fields": [
+    assert output["column_lineage"] == {
+        "total": {
+            "inputFields": [
                 {
                     "namespace": PG,
                     "name": "raw.orders",
@@ -170,9 +169,9 @@ def test_the_openlineage_client_posts_a_run(
                         }
                     ],
                 }
-            ],
+            ]
         }
-    ]
+    }
 
 
 def test_the_client_gets_a_401_for_a_key_of_nobody_and_nothing_is_stored(

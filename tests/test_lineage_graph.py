@@ -15,10 +15,7 @@ from lineage_core.config import Settings
 from lineage_core.db import get_engine, session_factory
 from lineage_core.lineage.graph import (
     DatasetField,
-    FieldLineage,
-    InputFieldRef,
     JobLineage,
-    Transformation,
     count_org_jobs,
     iter_org_graph,
 )
@@ -64,22 +61,34 @@ def test_a_job_comes_out_as_it_went_in(db: Session, org: Organization) -> None:
     assert job.lineage_event_time == datetime(2024, 5, 1, 12, tzinfo=UTC)
     (output,) = job.outputs
     assert output.fields[1] == DatasetField("total", "NUMERIC", None)
-    assert output.column_lineage[1] == FieldLineage(
-        "total",
-        (
-            InputFieldRef(
-                PG,
-                "shop.public.orders",
-                "amount",
-                (Transformation("DIRECT", "AGGREGATION", False, "SUM(amount) per order"),),
-            ),
-        ),
-    )
-    assert output.dataset_dependencies == (
-        InputFieldRef(
-            PG, "shop.public.customers", "id", (Transformation("INDIRECT", "JOIN", False, "join on id"),)
-        ),
-    )
+    assert list(output.column_lineage) == ["order_id", "total", "email_hash"]
+    assert output.column_lineage["total"] == {
+        "inputFields": [
+            {
+                "namespace": PG,
+                "name": "shop.public.orders",
+                "field": "amount",
+                "transformations": [
+                    {
+                        "type": "DIRECT",
+                        "subtype": "AGGREGATION",
+                        "masking": False,
+                        "description": "SUM(amount) per order",
+                    }
+                ],
+            }
+        ]
+    }
+    assert output.dataset_dependencies == [
+        {
+            "namespace": PG,
+            "name": "shop.public.customers",
+            "field": "id",
+            "transformations": [
+                {"type": "INDIRECT", "subtype": "JOIN", "masking": False, "description": "join on id"}
+            ],
+        }
+    ]
     with pytest.raises(AttributeError):
         job.name = "changed"  # type: ignore[misc]
 
@@ -119,25 +128,27 @@ def test_input_fields_without_transformations_and_several_transformations_keep_t
         ],
     )
     (job,) = list(iter_org_graph(db, org.id))
-    assert job.outputs[0].column_lineage == (
-        FieldLineage("a", (InputFieldRef(PG, "src", "x", ()),)),
-        FieldLineage(
-            "b",
-            (
-                InputFieldRef(
-                    PG,
-                    "src",
-                    "y",
-                    (
-                        Transformation("DIRECT", "TRANSFORMATION", None, None),
-                        Transformation("INDIRECT", "FILTER", True, None),
-                    ),
-                ),
-                InputFieldRef(PG, "other", "z", ()),
-            ),
-        ),
-    )
-    assert job.outputs[0].dataset_dependencies == ()
+    # Values the producer did not send are left out, never None: the spec's shape, ready to serialize.
+    assert job.outputs[0].column_lineage == {
+        "a": {"inputFields": [{"namespace": PG, "name": "src", "field": "x", "transformations": []}]},
+        "b": {
+            "inputFields": [
+                {
+                    "namespace": PG,
+                    "name": "src",
+                    "field": "y",
+                    "transformations": [
+                        {"type": "DIRECT", "subtype": "TRANSFORMATION"},
+                        {"type": "INDIRECT", "subtype": "FILTER", "masking": True},
+                    ],
+                },
+                {"namespace": PG, "name": "other", "field": "z", "transformations": []},
+            ]
+        },
+    }
+    assert job.outputs[0].dataset_dependencies == []
+    # "other" is named by the lineage only, not among the job's inputs: still read with its name.
+    assert not any(dataset.name == "other" for dataset in job.inputs)
 
 
 def test_pages_cover_every_job_once_in_id_order_with_four_queries_each(
@@ -206,7 +217,7 @@ def test_streaming_works_on_sqlite(sqlite_settings: Settings) -> None:
         jobs = list(iter_org_graph(session, org.id, batch_size=3))
         assert len(jobs) == 8
         orders = next(job for job in jobs if job.name == "etl.orders_daily")
-        assert [f.field for f in orders.outputs[0].column_lineage] == ["order_id", "total", "email_hash"]
+        assert list(orders.outputs[0].column_lineage) == ["order_id", "total", "email_hash"]
         assert orders.lineage_event_time == datetime(2024, 5, 1, 12, tzinfo=UTC)
     finally:
         session.close()

@@ -1,17 +1,25 @@
 """Read an organization's current lineage graph, job by job, in bounded memory (the export's input).
 
 :func:`iter_org_graph` is the contract between the lineage store and the exporter. It yields one
-:class:`JobLineage` per job, made of plain frozen dataclasses that hold no database state, so the
-caller may keep, pickle or discard them freely.
+:class:`JobLineage` per job, made of plain values that hold no database state, so the caller may keep,
+pickle or discard them freely. Jobs and datasets are frozen dataclasses; a dataset's fields are made by
+the thousand, so they are not frozen (that costs four times as much on CPython 3.11): read-only by
+convention.
+
+Column lineage, the bulk of an org's graph (an entry per output field, input field and
+transformation), comes already in the OpenLineage spec's shape: plain dicts typed by the TypedDicts
+below, with the spec's keys, and with a key left out (never None) when the producer did not send its
+value. The event writer puts them into the events as they are, and orjson serializes dicts faster than
+anything built from them; a translation layer of objects cost more than the serialization itself.
+They are shared with the events, so treat them as read-only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import groupby
-from typing import Any, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from sqlalchemy import Row, Table, and_, func, select
 from sqlalchemy.orm import Session
@@ -32,7 +40,7 @@ _JOB_DATASETS = cast(Table, LineageJobDataset.__table__)
 _COLUMN_LINEAGE = cast(Table, LineageColumnLineage.__table__)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DatasetField:
     """A field of a dataset's current schema. ``type`` and ``description`` are None when never sent."""
 
@@ -41,32 +49,48 @@ class DatasetField:
     description: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Transformation:
+class Transformation(TypedDict):
     """How an input field feeds an output field (spec: ``transformations[*]``)."""
 
     type: str  # "DIRECT" or "INDIRECT"
-    subtype: str | None  # e.g. IDENTITY, TRANSFORMATION, AGGREGATION, JOIN, FILTER, GROUP_BY, SORT
-    masking: bool | None
-    description: str | None  # the text explanation of the transformation
+    subtype: NotRequired[str]  # e.g. IDENTITY, TRANSFORMATION, AGGREGATION, JOIN, FILTER, GROUP_BY, SORT
+    masking: NotRequired[bool]
+    description: NotRequired[str]  # the text explanation of the transformation
 
 
-@dataclass(frozen=True, slots=True)
-class InputFieldRef:
+class InputField(TypedDict):
     """An input dataset's field that an output depends on (spec: ``inputFields[*]`` / ``dataset[*]``)."""
 
     namespace: str
     name: str
     field: str
-    transformations: tuple[Transformation, ...]  # may be empty: the producer sent none
+    transformations: list[Transformation]  # may be empty: the producer sent none
 
 
-@dataclass(frozen=True, slots=True)
-class FieldLineage:
-    """The input fields of one output field (spec: ``columnLineage.fields[field]``)."""
+class FieldInputs(TypedDict):
+    """The input fields of one output field (spec: ``columnLineage.fields[<output field>]``)."""
 
-    field: str
-    input_fields: tuple[InputFieldRef, ...]
+    inputFields: list[InputField]  # the spec's key
+
+
+def transformation(
+    type_: str, subtype: str | None = None, masking: bool | None = None, description: str | None = None
+) -> Transformation:
+    """A :class:`Transformation` with the values that are not None."""
+    item: Transformation = {"type": type_}
+    if subtype is not None:
+        item["subtype"] = subtype
+    if masking is not None:
+        item["masking"] = masking
+    if description is not None:
+        item["description"] = description
+    return item
+
+
+def input_field(
+    namespace: str, name: str, field: str, transformations: Iterable[Transformation] = ()
+) -> InputField:
+    return {"namespace": namespace, "name": name, "field": field, "transformations": list(transformations)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +107,9 @@ class OutputDataset:
     name: str
     description: str | None
     fields: tuple[DatasetField, ...]
-    column_lineage: tuple[FieldLineage, ...]  # in the order the producer listed the output fields
-    dataset_dependencies: tuple[InputFieldRef, ...]  # spec: columnLineage.dataset
+    # spec: columnLineage.fields, output field → its inputs, in the order the producer listed them
+    column_lineage: dict[str, FieldInputs]
+    dataset_dependencies: list[InputField]  # spec: columnLineage.dataset
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +142,9 @@ def iter_org_graph(session: Session, organization_id: int, batch_size: int = 500
     Memory: bounded by one page of ``batch_size`` jobs (their datasets, fields and lineage rows), never
     by the size of the organization. Each page costs four queries, whatever the number of jobs in it:
     the page of jobs (keyset pagination on ``(organization_id, id)``, no OFFSET), their input/output
-    datasets, those datasets' fields, and their column lineage. Results are plain Core rows, so the
-    session's identity map does not grow either.
+    datasets, those datasets' fields, and their column lineage; plus one per thousand datasets that the
+    page's column lineage names without the jobs listing them as inputs (usually none). Results are
+    plain Core rows, so the session's identity map does not grow either.
 
     On PostgreSQL it sets ``plan_cache_mode = force_custom_plan`` with SET LOCAL, i.e. for the rest of
     the caller's transaction, so that each page's queries are planned for the tables as they are.
@@ -147,7 +173,7 @@ def iter_org_graph(session: Session, organization_id: int, batch_size: int = 500
     after = 0
     while True:
         jobs = session.execute(
-            select(_JOBS)
+            select(*_JOB_COLUMNS)
             .where(_JOBS.c.organization_id == organization_id, _JOBS.c.id > after)
             .order_by(_JOBS.c.id)
             .limit(batch_size)
@@ -162,8 +188,58 @@ def iter_org_graph(session: Session, organization_id: int, batch_size: int = 500
         after = jobs[-1].id
 
 
+# The job's columns in the order of JobLineage's fields from ``id`` to ``lineage_event_time``.
+_JOB_COLUMNS = tuple(
+    _JOBS.c[name]
+    for name in (
+        "id",
+        "namespace",
+        "name",
+        "description",
+        "sql",
+        "sql_dialect",
+        "processing_type",
+        "integration",
+        "job_type",
+        "lineage_event_time",
+    )
+)
+
+
 def _build_page(session: Session, jobs: Sequence[Row[Any]], in_page: Any) -> Iterator[JobLineage]:
-    links = session.execute(
+    links_by_job, names = _page_links(session, in_page)
+    fields = _page_fields(session, in_page)
+    lineage_by_job = _page_column_lineage(session, in_page, names)
+    for job in jobs:
+        job_id = job[0]
+        job_rows = lineage_by_job.get(job_id)
+        lineage = _lineage_by_output(job_rows, names) if job_rows else {}
+        inputs: list[InputDataset] = []
+        outputs: list[OutputDataset] = []
+        for direction, dataset_id, namespace, name, description in links_by_job.get(job_id, ()):
+            dataset_fields = fields.get(dataset_id, ())
+            if direction == "input":
+                inputs.append(InputDataset(namespace, name, description, dataset_fields))
+            else:
+                per_field, dependencies = lineage.get(dataset_id) or ({}, [])
+                outputs.append(
+                    OutputDataset(namespace, name, description, dataset_fields, per_field, dependencies)
+                )
+        yield JobLineage(*job, inputs=tuple(inputs), outputs=tuple(outputs))
+
+
+# The page's queries unpack rows as tuples: reading a Row's attribute by name costs about 15 times as
+# much, and these loops touch every field and column dependency of the org. Each fetches its rows
+# whole (``.all()``): iterating a result fetches one row per call.
+
+_Link = tuple[str, int, str, str, str | None]  # direction, dataset id, namespace, name, description
+
+
+def _page_links(session: Session, in_page: Any) -> tuple[dict[int, list[_Link]], dict[int, tuple[str, str]]]:
+    """The page's inputs and outputs per job id, and the (namespace, name) of every dataset they name."""
+    links_by_job: dict[int, list[_Link]] = {}
+    names: dict[int, tuple[str, str]] = {}
+    for job_id, direction, dataset_id, namespace, name, description in session.execute(
         select(
             _JOB_DATASETS.c.job_id,
             _JOB_DATASETS.c.direction,
@@ -176,29 +252,55 @@ def _build_page(session: Session, jobs: Sequence[Row[Any]], in_page: Any) -> Ite
         .join(_DATASETS, _DATASETS.c.id == _JOB_DATASETS.c.dataset_id)
         .where(in_page)
         .order_by(_JOB_DATASETS.c.job_id, _JOB_DATASETS.c.direction, _JOB_DATASETS.c.position)
-    ).all()
+    ).all():
+        links_by_job.setdefault(job_id, []).append((direction, dataset_id, namespace, name, description))
+        names[dataset_id] = (namespace, name)
+    return links_by_job, names
+
+
+def _page_fields(session: Session, in_page: Any) -> dict[int, tuple[DatasetField, ...]]:
+    """The current schema of every dataset the page's jobs read or write, per dataset id."""
     page_datasets = (
         select(_JOB_DATASETS.c.dataset_id).join(_JOBS, _JOBS.c.id == _JOB_DATASETS.c.job_id).where(in_page)
     )
-    fields: dict[int, tuple[DatasetField, ...]] = {
-        dataset_id: tuple(DatasetField(r.name, r.type, r.description) for r in rows)
-        for dataset_id, rows in groupby(
-            session.execute(
-                select(_FIELDS.c.dataset_id, _FIELDS.c.name, _FIELDS.c.type, _FIELDS.c.description)
-                .where(_FIELDS.c.dataset_id.in_(page_datasets))
-                .order_by(_FIELDS.c.dataset_id, _FIELDS.c.position)
-            ),
-            key=lambda r: r.dataset_id,
-        )
-    }
-    lineage_rows = session.execute(
+    field_lists: dict[int, list[DatasetField]] = {}
+    for dataset_id, name, type_, description in session.execute(
+        select(_FIELDS.c.dataset_id, _FIELDS.c.name, _FIELDS.c.type, _FIELDS.c.description)
+        .where(_FIELDS.c.dataset_id.in_(page_datasets))
+        .order_by(_FIELDS.c.dataset_id, _FIELDS.c.position)
+    ).all():
+        field_lists.setdefault(dataset_id, []).append(DatasetField(name, type_, description))
+    # One tuple per dataset, shared by every job of the page that names it (the event writer's cache
+    # recognises a dataset it has seen by this identity).
+    return {dataset_id: tuple(items) for dataset_id, items in field_lists.items()}
+
+
+# One column-lineage row of a job: output dataset id, output field (None: a dataset-level dependency),
+# input index, input dataset id and field, then the transformation's type (None: the producer sent none
+# for this input), subtype, masking and description.
+_LineageRow = tuple[int, str | None, int, int, str, str | None, str | None, bool | None, str | None]
+
+_NAMES_PER_QUERY = 1000
+
+
+def _page_column_lineage(
+    session: Session, in_page: Any, names: dict[int, tuple[str, str]]
+) -> dict[int, list[_LineageRow]]:
+    """The page's column lineage rows per job id, in position order.
+
+    Input datasets come as ids, named from ``names`` (the page's inputs and outputs, which hold them
+    nearly always): joining the datasets table here cost as much as the rest of the query. The few a
+    job's lineage names without listing them as inputs are looked up afterwards and added to ``names``.
+    """
+    lineage_by_job: dict[int, list[_LineageRow]] = {}
+    missing: set[int] = set()
+    for job_id, *rest in session.execute(
         select(
             _COLUMN_LINEAGE.c.job_id,
             _COLUMN_LINEAGE.c.output_dataset_id,
             _COLUMN_LINEAGE.c.output_field,
             _COLUMN_LINEAGE.c.input_index,
-            _DATASETS.c.namespace,
-            _DATASETS.c.name,
+            _COLUMN_LINEAGE.c.input_dataset_id,
             _COLUMN_LINEAGE.c.input_field,
             _COLUMN_LINEAGE.c.transformation_type,
             _COLUMN_LINEAGE.c.transformation_subtype,
@@ -206,72 +308,58 @@ def _build_page(session: Session, jobs: Sequence[Row[Any]], in_page: Any) -> Ite
             _COLUMN_LINEAGE.c.transformation_description,
         )
         .join(_JOBS, _JOBS.c.id == _COLUMN_LINEAGE.c.job_id)
-        .join(_DATASETS, _DATASETS.c.id == _COLUMN_LINEAGE.c.input_dataset_id)
         .where(in_page)
         .order_by(_COLUMN_LINEAGE.c.job_id, _COLUMN_LINEAGE.c.position)
-    ).all()
-
-    links_by_job = {job_id: list(rows) for job_id, rows in groupby(links, key=lambda r: r.job_id)}
-    lineage_by_job = {job_id: list(rows) for job_id, rows in groupby(lineage_rows, key=lambda r: r.job_id)}
-    for job in jobs:
-        lineage = _lineage_by_output(lineage_by_job.get(job.id, []))
-        inputs: list[InputDataset] = []
-        outputs: list[OutputDataset] = []
-        for link in links_by_job.get(job.id, []):
-            dataset_fields = fields.get(link.id, ())
-            if link.direction == "input":
-                inputs.append(InputDataset(link.namespace, link.name, link.description, dataset_fields))
-            else:
-                per_field, dependencies = lineage.get(link.id, ((), ()))
-                outputs.append(
-                    OutputDataset(
-                        link.namespace, link.name, link.description, dataset_fields, per_field, dependencies
-                    )
-                )
-        yield JobLineage(
-            id=job.id,
-            namespace=job.namespace,
-            name=job.name,
-            description=job.description,
-            sql=job.sql,
-            sql_dialect=job.sql_dialect,
-            processing_type=job.processing_type,
-            integration=job.integration,
-            job_type=job.job_type,
-            lineage_event_time=job.lineage_event_time,
-            inputs=tuple(inputs),
-            outputs=tuple(outputs),
-        )
+    ).all():
+        lineage_by_job.setdefault(job_id, []).append(rest)  # type: ignore[arg-type]
+        if rest[3] not in names:
+            missing.add(rest[3])
+    ids = sorted(missing)
+    for start in range(0, len(ids), _NAMES_PER_QUERY):
+        chunk = ids[start : start + _NAMES_PER_QUERY]
+        for dataset_id, namespace, name in session.execute(
+            select(_DATASETS.c.id, _DATASETS.c.namespace, _DATASETS.c.name).where(_DATASETS.c.id.in_(chunk))
+        ).all():
+            names[dataset_id] = (namespace, name)
+    return lineage_by_job
 
 
 def _lineage_by_output(
-    rows: list[Row[Any]],
-) -> dict[int, tuple[tuple[FieldLineage, ...], tuple[InputFieldRef, ...]]]:
-    """Rows of one job (in position order) → per output dataset id: (field lineage, dataset-level deps)."""
-    result: dict[int, tuple[tuple[FieldLineage, ...], tuple[InputFieldRef, ...]]] = {}
-    for output_id, output_rows in groupby(rows, key=lambda r: r.output_dataset_id):
-        per_field: list[FieldLineage] = []
-        dependencies: tuple[InputFieldRef, ...] = ()
-        for output_field, field_rows in groupby(output_rows, key=lambda r: r.output_field):
-            refs = tuple(
-                _input_field_ref(list(entry_rows))
-                for _index, entry_rows in groupby(field_rows, key=lambda r: r.input_index)
-            )
+    rows: list[_LineageRow], names: dict[int, tuple[str, str]]
+) -> dict[int, tuple[dict[str, FieldInputs], list[InputField]]]:
+    """Rows of one job (in position order) → per output dataset id: (``fields``, ``dataset``) of its
+    columnLineage facet.
+
+    Consecutive rows with the same output dataset, output field and input index are one input field
+    with one transformation per row (the store writes an input's transformations next to each other).
+    """
+    result: dict[int, tuple[dict[str, FieldInputs], list[InputField]]] = {}
+    ref_key: tuple[int, str | None, int] | None = None
+    transformations: list[Transformation] = []
+    for output_id, output_field, input_index, input_id, field, t_type, subtype, masking, text in rows:
+        key = (output_id, output_field, input_index)
+        if key != ref_key:
+            ref_key = key
+            per_output = result.get(output_id)
+            if per_output is None:
+                per_output = result[output_id] = ({}, [])
             if output_field is None:
-                dependencies = refs
+                refs = per_output[1]
             else:
-                per_field.append(FieldLineage(output_field, refs))
-        result[output_id] = (tuple(per_field), dependencies)
+                inputs = per_output[0].get(output_field)
+                if inputs is None:
+                    inputs = per_output[0][output_field] = {"inputFields": []}
+                refs = inputs["inputFields"]
+            namespace, name = names[input_id]
+            transformations = []
+            refs.append(
+                {"namespace": namespace, "name": name, "field": field, "transformations": transformations}
+            )
+        if t_type is not None:
+            if subtype is not None and masking is not None and text is not None:  # the usual case
+                transformations.append(
+                    {"type": t_type, "subtype": subtype, "masking": masking, "description": text}
+                )
+            else:
+                transformations.append(transformation(t_type, subtype, masking, text))
     return result
-
-
-def _input_field_ref(rows: list[Row[Any]]) -> InputFieldRef:
-    first = rows[0]
-    transformations = tuple(
-        Transformation(
-            r.transformation_type, r.transformation_subtype, r.masking, r.transformation_description
-        )
-        for r in rows
-        if r.transformation_type is not None
-    )
-    return InputFieldRef(first.namespace, first.name, first.input_field, transformations)
