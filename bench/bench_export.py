@@ -8,8 +8,8 @@ Prints two tables and the issue's targets:
   - *(c) upload alone*: boto3 ``upload_file`` (default TransferConfig: 8 MiB parts, 10 threads) of the
     finished file to the same moto server: the upload ceiling;
   - *end to end*: :func:`lineage_core.exporter.run_export` of a queued run (assume role, read, build,
-    serialize, multipart upload, run recorded), as the RQ job does, in a process that has loaded the
-    AWS models first as the worker does before it forks each job.
+    serialize, multipart upload, run recorded), as the RQ job does, in a process prepared as the worker
+    prepares itself before it forks each job (:func:`lineage_core.process.prepare_for_jobs`).
 * **Build and serialize** on the same jobs already read from the store (the first ``--sample`` jobs of
   each org, best of 5 runs): ours (``EventWriter.lines``), *(a)* the same events built with
   openlineage-python's classes and ``Serde.to_json``, *(b)* ``orjson.dumps`` of prebuilt event dicts
@@ -273,10 +273,12 @@ def cpu_seconds() -> float:
 
 
 def child_generate(org_id: int, out: str | None) -> dict[str, Any]:
+    from lineage_core.db import warm_engine
     from lineage_core.exporter import snapshot_session, write_snapshot_lines
     from lineage_core.openlineage_events import EventWriter
 
     settings = Settings.from_env()
+    warm_engine(settings.database_url)  # as the end-to-end run's process is (see child_e2e)
     writer = EventWriter(datetime.now(UTC))
     size = 0
     started, cpu = time.perf_counter(), cpu_seconds()
@@ -299,12 +301,12 @@ def child_generate(org_id: int, out: str | None) -> dict[str, Any]:
 
 
 def child_e2e(run_id: int) -> dict[str, Any]:
-    from lineage_core import aws
     from lineage_core.exporter import run_export
+    from lineage_core.process import prepare_for_jobs
 
     settings = Settings.from_env()
     # What `python -m worker` does before it takes jobs (each job runs in a fork that inherits it).
-    aws.preload_models(settings)
+    prepare_for_jobs(settings)
     started, cpu = time.perf_counter(), cpu_seconds()
     result = run_export(settings, run_id)
     seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu

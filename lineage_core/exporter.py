@@ -170,7 +170,7 @@ def run_export(
         settings: the process's settings (database, AWS endpoint and region).
         run_id: an :class:`~lineage_core.models.ExportRun` created ``queued`` by ``request_export``.
         clients: where STS and S3 clients come from; tests substitute instrumented ones.
-        part_size: bytes per multipart part (at least 5 MiB).
+        part_size: bytes of each of the first multipart parts (at least 5 MiB; see s3_stream).
         upload_threads: parts uploaded while the next one is generated.
         retry_pending: RQ will retry this job after a transient failure. The run then goes back to
             ``queued`` (with the reason noted) instead of counting as failed.

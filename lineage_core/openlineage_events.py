@@ -229,9 +229,10 @@ class EventWriter:
 
         Byte for byte ``orjson.dumps(self.event(job))`` plus a newline when it fits, only built faster:
         each dataset's facets are built and serialized once, and its ``inputs`` entry serialized once,
-        then reused by every event that names the dataset (:class:`_DatasetCache`); the rest is built
-        with dict literals in one pass (this runs once per job, the export's hot path). The size rule
-        measures the line just serialized: the event is built again only when it is over the limit.
+        then reused by every event that names the dataset (:class:`_DatasetCache`); column lineage
+        comes from the store in the spec's shape and goes in as it is; the rest is built with dict
+        literals in one pass (this runs once per job, the export's hot path). The size rule measures
+        the line just serialized: the event is built again only when it is over the limit.
         """
         get = self._datasets.get
         producer = self.producer

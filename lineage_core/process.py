@@ -5,7 +5,12 @@ from __future__ import annotations
 import logging
 import sys
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from lineage_core import aws, db
 from lineage_core.config import ConfigError, Settings
+
+logger = logging.getLogger(__name__)
 
 
 def start_process(name: str) -> Settings:
@@ -16,3 +21,19 @@ def start_process(name: str) -> Settings:
     except ConfigError as error:
         print(f"{name}: {error}", file=sys.stderr)
         raise SystemExit(2) from error
+
+
+def prepare_for_jobs(settings: Settings) -> None:
+    """What every export would otherwise redo: load the AWS models and initialise the database engine.
+
+    RQ runs each job in a fork of the worker, so what is loaded here before the worker starts is
+    inherited by every job (about 0.2 s per export). A database that is not up yet is not an error
+    here: the jobs report it when they run.
+    """
+    aws.preload_models(settings)
+    try:
+        db.warm_engine(settings.database_url)
+    except SQLAlchemyError as error:
+        logger.warning(
+            "database not reachable at start-up (%s); jobs will connect when they run", type(error).__name__
+        )

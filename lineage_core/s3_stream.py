@@ -7,6 +7,11 @@
   be at least 5 MiB). Full parts go to a small pool of upload threads while the caller's generator keeps
   producing the next part, so generation and upload overlap. At most ``upload_threads + 1`` parts are
   held at once (the one being filled plus those being sent): memory stays flat whatever the object's size.
+* Parts are small by default (S3's minimum, 5 MiB): the last part is the one upload nothing overlaps,
+  so a small part keeps the wait after generation short. S3 allows 10,000 parts, so the part size
+  doubles after every 1,000 parts (:func:`part_size_of`): 5 MiB parts up to about 5 GB, and objects up
+  to 4.8 TiB (S3's limit is 5 TiB) with the last parts 2.5 GiB. Memory grows with the part size, so
+  only past about 5 GB, far beyond today's largest exports.
 * S3 makes the object visible only when the upload completes, so readers see the previous object or
   the new one, never a partial file. On **any** failure, in the generator or in S3, and including
   ``KeyboardInterrupt``/``SystemExit`` (RQ's job timeout and shutdown paths), the upload threads are
@@ -33,8 +38,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 MIB = 1024 * 1024
 MIN_PART_SIZE = 5 * MIB  # S3's minimum for every part but the last
-DEFAULT_PART_SIZE = 8 * MIB
+DEFAULT_PART_SIZE = MIN_PART_SIZE
 MAX_PARTS = 10_000  # S3's limit per multipart upload
+PARTS_PER_SIZE = 1_000  # the part size doubles after every this many parts
 DEFAULT_UPLOAD_THREADS = 3
 NDJSON_CONTENT_TYPE = "application/x-ndjson"
 
@@ -81,6 +87,11 @@ class ObjectTooLargeError(Exception):
     """The stream needs more than S3's 10,000 parts at this part size."""
 
 
+def part_size_of(number: int, part_size: int) -> int:
+    """The size of part ``number`` (from 1) when the first parts are ``part_size`` bytes."""
+    return part_size << ((number - 1) // PARTS_PER_SIZE)
+
+
 def upload_stream(
     s3: Any,
     target: S3Target,
@@ -95,7 +106,8 @@ def upload_stream(
         s3: a boto3 S3 client with write access to the target.
         target: bucket, key, content type and optional KMS key.
         chunks: the body, in pieces of any size; consumed once, lazily.
-        part_size: bytes per part (at least 5 MiB); also the largest body sent with one PutObject.
+        part_size: bytes of each of the first 1,000 parts (at least 5 MiB; then it doubles every 1,000
+            parts); also the largest body sent with one PutObject.
         upload_threads: parts uploaded concurrently while the next part is being filled.
 
     Returns:
@@ -115,16 +127,18 @@ def upload_stream(
     buffer: list[bytes] = []
     buffered = 0
     upload: _MultipartUpload | None = None
+    filling = part_size  # the size of the part being filled
     try:
         for chunk in chunks:
             buffer.append(chunk)
             buffered += len(chunk)
-            if buffered >= part_size:
+            if buffered >= filling:
                 if upload is None:
                     upload = _MultipartUpload(s3, target, upload_threads)
                 upload.send(b"".join(buffer))
                 buffer.clear()
                 buffered = 0
+                filling = part_size_of(upload.parts_sent + 1, part_size)
         body = b"".join(buffer)
         buffer.clear()
         if upload is None:
@@ -168,6 +182,10 @@ class _MultipartUpload:
         self._next_number = 1
         self._size = 0
         self._stop = threading.Event()
+
+    @property
+    def parts_sent(self) -> int:
+        return self._next_number - 1
 
     def send(self, body: bytes) -> None:
         """Queue the next part; blocks while every upload thread is busy. Raises the first part failure."""

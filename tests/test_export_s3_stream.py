@@ -14,6 +14,7 @@ from lineage_core.s3_stream import (
     NDJSON_CONTENT_TYPE,
     S3Target,
     S3UploadError,
+    part_size_of,
     upload_stream,
 )
 from tests.conftest import s3_client
@@ -181,3 +182,22 @@ def test_upload_overlaps_generation_with_bounded_buffering(s3: Any) -> None:
 def test_part_size_below_the_s3_minimum_is_refused(s3: Any) -> None:
     with pytest.raises(ValueError, match="at least"):
         upload_stream(s3, S3Target(BUCKET, KEY), [b"x"], part_size=MIN_PART_SIZE - 1)
+
+
+def test_parts_grow_so_that_s3s_part_limit_allows_very_large_objects(
+    s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert [part_size_of(n, PART) // PART for n in (1, 1000, 1001, 2001, 10_000)] == [1, 1, 2, 4, 512]
+    # 10,000 parts then hold 4.8 TiB, nearly S3's largest object (5 TiB).
+    assert sum(part_size_of(n, PART) for n in range(1, 10_001)) > 4.8 * 1024**4
+
+    monkeypatch.setattr("lineage_core.s3_stream.PARTS_PER_SIZE", 2)  # doubling every 2 parts, not 1,000
+    sizes: list[int] = []
+    s3.meta.events.register(
+        "provide-client-params.s3.UploadPart", lambda params, **_: sizes.append(len(params["Body"]))
+    )
+    result = upload_stream(s3, S3Target(BUCKET, KEY), lines(7 * PART), part_size=PART)
+
+    assert [size // PART for size in sizes] == [1, 1, 2, 2, 1]
+    assert (result.parts, result.size) == (5, 7 * PART)
+    assert body_of(s3) == b"".join(lines(7 * PART))

@@ -6,16 +6,13 @@ from redis import Redis
 from rq import Queue, Worker
 
 import worker.jobs  # noqa: F401  (imported here, once, rather than in every job's fork)
-from lineage_core import aws
-from lineage_core.process import start_process
+from lineage_core.process import prepare_for_jobs, start_process
 
 
 def main() -> int:
     settings = start_process("worker")
     connection = Redis.from_url(settings.redis_url)
-    # RQ runs each job in a fork of this process: the export's AWS models, loaded here once, are
-    # inherited by every fork instead of being parsed again for each export (a tenth of a second).
-    aws.preload_models(settings)
+    prepare_for_jobs(settings)  # once here rather than in each job's fork
     # The schedule's tick first: it is short, and exports wait on it.
     queues = [
         Queue(settings.schedule_queue, connection=connection),
