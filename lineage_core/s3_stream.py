@@ -135,11 +135,11 @@ def upload_stream(
             if buffered >= filling:
                 if upload is None:
                     upload = _MultipartUpload(s3, target, upload_threads)
-                upload.send(b"".join(buffer))
+                upload.send(_part(buffer))
                 buffer.clear()
                 buffered = 0
                 filling = part_size_of(upload.parts_sent + 1, part_size)
-        body = b"".join(buffer)
+        body = _part(buffer)
         buffer.clear()
         if upload is None:
             return _put_object(s3, target, body)
@@ -152,7 +152,15 @@ def upload_stream(
         raise
 
 
-def _put_object(s3: Any, target: S3Target, body: bytes) -> UploadedObject:
+def _part(chunks: list[bytes]) -> bytearray:
+    """The chunks as one body. A bytearray, not bytes, on purpose: botocore wraps a bytes body in a
+    BytesIO, which the HTTP connection then writes 16 KiB at a time, taking the GIL back after each
+    write. While the generator holds the GIL, that made a 5 MiB part take over a second instead of
+    a tenth (measured against moto). A bytearray goes to the socket in one write."""
+    return bytearray().join(chunks)
+
+
+def _put_object(s3: Any, target: S3Target, body: bytearray) -> UploadedObject:
     try:
         response = s3.put_object(Body=body, **target.object_arguments())
     except (ClientError, BotoCoreError) as error:
@@ -187,7 +195,7 @@ class _MultipartUpload:
     def parts_sent(self) -> int:
         return self._next_number - 1
 
-    def send(self, body: bytes) -> None:
+    def send(self, body: bytearray) -> None:
         """Queue the next part; blocks while every upload thread is busy. Raises the first part failure."""
         number = self._next_number
         if number > MAX_PARTS:
@@ -251,7 +259,7 @@ class _MultipartUpload:
             self._in_flight.discard(future)
             self._parts.append(future.result())
 
-    def _upload_part(self, number: int, body: bytes) -> dict[str, Any]:
+    def _upload_part(self, number: int, body: bytearray) -> dict[str, Any]:
         if self._stop.is_set():
             raise S3UploadError("UploadPart", RuntimeError("the upload was aborted"))
         arguments: dict[str, Any] = {
