@@ -14,9 +14,10 @@ scheduler's tick (which closes runs whose worker died):
    the lines are streamed into ``<prefix>/openlineage-events.jsonl`` through one multipart upload
    (:mod:`lineage_core.s3_stream`) that completes at the end or is aborted, so readers only ever see the
    previous complete file or the new complete file.
-3. The run is closed ``succeeded`` (finished_at, events, bytes, ETag, version) or ``failed`` (finished_at
-   and an error the admin can act on), only if it is still ``running`` (the tick may have closed it),
-   and the connector's next export time is refreshed (:func:`lineage_core.schedule.refresh_next_export`).
+3. The run is closed ``succeeded`` (finished_at, events, bytes, ETag, version, and the counts of the
+   300 KB rule: events trimmed, jobs left out) or ``failed`` (finished_at and an error the admin can
+   act on), only if it is still ``running`` (the tick may have closed it), and the connector's next
+   export time is refreshed (:func:`lineage_core.schedule.refresh_next_export`).
 4. A failure is raised, never returned, so RQ records the job as failed: :class:`ExportError`, or
    :class:`TransientExportError` for causes that usually pass by themselves (S3 throttling or 5xx,
    network, database connection) and merit an early retry with backoff. ``KeyboardInterrupt`` and
@@ -473,6 +474,8 @@ def _close_succeeded(session: Session, connector_id: int, result: ExportResult) 
             bytes=result.bytes,
             etag=result.etag,
             version_id=result.version_id,
+            trimmed=result.trimmed,
+            omitted=result.omitted,
             error=None,
         )
     ).rowcount

@@ -187,6 +187,10 @@ class ExportRun(Base):
     bytes: Mapped[int | None] = mapped_column(BigInteger)
     etag: Mapped[str | None] = mapped_column(String(200))
     version_id: Mapped[str | None] = mapped_column(String(1024))
+    # The 300 KB rule (lineage_core.openlineage_events): events written with less detail, and jobs left
+    # out of the file. NULL for runs that did not succeed, and for runs recorded before they were kept.
+    trimmed: Mapped[int | None] = mapped_column(Integer)
+    omitted: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
 
     connector: Mapped[Connector] = relationship(back_populates="runs")

@@ -118,6 +118,41 @@ def test_history_lists_runs(admin_client: FlaskClient, db: Session, active: Conn
     assert "Succeeded" in html and "42.0 s" in html and "1,234" in html and "5,678,901" in html
 
 
+def test_card_and_history_say_what_the_300_kb_rule_did(
+    admin_client: FlaskClient, db: Session, active: Connector
+) -> None:
+    start = utcnow()
+    for trimmed, omitted, minutes in ((0, 0, 10), (1, 0, 5), (1_204, 2, 0)):
+        db.add(
+            ExportRun(
+                connector_id=active.id,
+                status=RunStatus.SUCCEEDED,
+                queued_at=start - timedelta(minutes=minutes),
+                started_at=start - timedelta(minutes=minutes),
+                finished_at=start - timedelta(minutes=minutes) + timedelta(seconds=9),
+                events=50_000,
+                bytes=1_000,
+                trimmed=trimmed,
+                omitted=omitted,
+            )
+        )
+    db.commit()
+
+    card = admin_client.get("/integrations/openlineage").get_data(as_text=True)
+    assert (
+        "1,204 events written with less detail to stay under 300 KB; "
+        "2 jobs left out: too large even as table-level lineage." in card
+    )
+    history = admin_client.get(f"/integrations/openlineage/{active.id}/history").get_data(as_text=True)
+    cells = re.findall(r'<td class="size-rule">(.*?)</td>', history)
+    assert cells == [
+        "1,204 events written with less detail to stay under 300 KB; "
+        "2 jobs left out: too large even as table-level lineage",
+        "1 event written with less detail to stay under 300 KB",
+        "—",
+    ]
+
+
 def test_read_panel_gives_bucket_prefix_mask_and_a_least_privilege_policy(
     admin_client: FlaskClient, active: Connector
 ) -> None:

@@ -78,11 +78,13 @@ def test_the_uploaded_file_parses_back_into_the_stored_graph(
     run = run_of(db, run_id)
     assert run.status is RunStatus.SUCCEEDED
     assert run.started_at is not None and run.finished_at is not None and run.started_at <= run.finished_at
-    assert (run.events, run.bytes, run.etag, run.version_id, run.error) == (
+    assert (run.events, run.bytes, run.etag, run.version_id, run.trimmed, run.omitted, run.error) == (
         34,
         len(data),
         head["ETag"],
         None,
+        0,
+        0,
         None,
     )
     assert result is not None and result.as_dict() == {
@@ -114,6 +116,26 @@ def test_the_uploaded_file_parses_back_into_the_stored_graph(
                 microsecond=run.started_at.microsecond // 1000 * 1000
             )
     assert graph_of(db, copy.id) == expected
+
+
+def test_a_job_over_300_kb_is_trimmed_and_the_run_counts_it(
+    settings: Settings, db: Session, org: Organization, s3: Any
+) -> None:
+    small = padded_events(jobs=3, sql_bytes=100)
+    (huge,) = padded_events(jobs=1, sql_bytes=320_000, seed=12)  # its SQL alone is over the limit
+    store_events(db, org.id, [*small, huge])
+    run_id = queued_run(db, make_connector(db, org))
+
+    result = run_export(settings, run_id)
+
+    run = run_of(db, run_id)
+    assert (run.status, run.events, run.trimmed, run.omitted) == (RunStatus.SUCCEEDED, 4, 1, 0)
+    assert result is not None and (result.trimmed, result.omitted) == (1, 0)
+    events = [orjson.loads(line) for line in body(s3).splitlines()]
+    trimmed = next(e for e in events if e["job"]["name"] == huge["job"]["name"])
+    assert "sql" not in trimmed["job"]["facets"] and trimmed["outputs"]  # still its table lineage
+    assert all("sql" in e["job"]["facets"] for e in events if e is not trimmed)
+    assert max(len(line) for line in body(s3).splitlines()) <= 300_000
 
 
 def test_every_line_loads_into_openlineage_python_classes(
