@@ -129,7 +129,7 @@ def test_a_worker_killed_mid_upload_leaves_the_previous_snapshot(
     s3 = s3_client(aws)
     s3.create_bucket(Bucket=BUCKET)
     s3.put_object(Bucket=BUCKET, Key=KEY, Body=PREVIOUS)
-    # About 11 MB of events: more than one 8 MiB part, so the export goes through a multipart upload.
+    # About 11 MB of events: more than one 5 MiB part, so the export goes through a multipart upload.
     store_events(db, org.id, padded_events(jobs=100, sql_bytes=100_000))
     run = request_export(db, settings, make_connector(db, org), "schedule")
     assert run is not None
