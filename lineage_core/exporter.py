@@ -29,6 +29,7 @@ clients, and database errors are described by their type only (their text can ca
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -231,7 +232,29 @@ def run_export(
 
 def write_snapshot_lines(session: Session, organization_id: int, writer: EventWriter) -> Iterator[bytes]:
     """The NDJSON lines of the organization's current graph, read through ``session``, in bounded memory."""
-    return writer.lines(iter_org_graph(session, organization_id, batch_size=GRAPH_BATCH_SIZE))
+    with fewer_collections():
+        yield from writer.lines(iter_org_graph(session, organization_id, batch_size=GRAPH_BATCH_SIZE))
+
+
+# Objects allocated between two runs of the cyclic garbage collector while a snapshot is generated.
+GENERATION_GC_THRESHOLD = 50_000
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Let the cyclic garbage collector run less often while a snapshot is generated.
+
+    Generation allocates a few hundred short-lived dicts, lists and tuples per job, none of them in a
+    reference cycle, so reference counting frees every one; at Python's default threshold (700
+    allocations) the collector still ran every few jobs, for about a third of generation's CPU time
+    (measured at 10k jobs). The memory this could hold back is one page of jobs. Restored afterwards.
+    """
+    thresholds = gc.get_threshold()
+    gc.set_threshold(GENERATION_GC_THRESHOLD, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 @contextmanager

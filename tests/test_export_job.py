@@ -5,6 +5,7 @@ The tests with a real RQ worker (the job, its failure in RQ, SIGKILL) are in tes
 
 from __future__ import annotations
 
+import gc
 import io
 import subprocess
 import sys
@@ -20,9 +21,16 @@ from sqlalchemy.orm import Session
 
 from lineage_core.aws import AssumedCredentials
 from lineage_core.config import Settings
-from lineage_core.exporter import ExportError, TransientExportError, run_export
+from lineage_core.exporter import (
+    GENERATION_GC_THRESHOLD,
+    ExportError,
+    TransientExportError,
+    run_export,
+    write_snapshot_lines,
+)
 from lineage_core.lineage.importer import import_events
 from lineage_core.models import ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
+from lineage_core.openlineage_events import EventWriter
 from lineage_core.s3_stream import MIN_PART_SIZE, NDJSON_CONTENT_TYPE
 from lineage_core.schedule import next_nightly_run_after
 from lineage_core.write_check import LiveAwsClients
@@ -377,3 +385,19 @@ def test_the_export_reads_only_its_own_organization(
 
     names = {orjson.loads(line)["job"]["name"] for line in body(s3).splitlines()}
     assert names == {e["job"]["name"] for e in feature_events(jobs=2, seed=9)[:2]}
+
+
+def test_the_collector_runs_less_often_only_while_a_snapshot_is_generated(
+    settings: Settings, db: Session, org: Organization
+) -> None:
+    store_events(db, org.id, feature_events(jobs=3))
+    before = gc.get_threshold()
+    lines = write_snapshot_lines(db, org.id, EventWriter(utcnow()))
+
+    next(lines)
+    assert gc.get_threshold()[0] == GENERATION_GC_THRESHOLD
+    lines.close()  # stopped half way, as a failed upload stops it
+
+    assert gc.get_threshold() == before
+    assert len(list(write_snapshot_lines(db, org.id, EventWriter(utcnow())))) == 7  # 3 + 4 hand-made
+    assert gc.get_threshold() == before

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import text
@@ -14,9 +16,16 @@ from lineage_core.db import get_engine, session_factory
 from lineage_core.process import prepare_for_jobs
 
 
+@pytest.fixture(autouse=True)
+def unfreeze() -> Iterator[None]:
+    yield
+    gc.unfreeze()  # prepare_for_jobs froze the test process's objects: give them back to the collector
+
+
 def test_the_engine_is_ready_and_holds_no_connection_a_fork_could_share(base_settings: Settings) -> None:
     prepare_for_jobs(base_settings)
 
+    assert gc.get_freeze_count() > 0  # what is loaded now is out of the collector's way in every job
     engine = get_engine(base_settings.database_url)
     assert engine.dialect.server_version_info is not None  # initialised: no first-connect cost later
     assert engine.pool.checkedin() == 0 and engine.pool.checkedout() == 0
