@@ -448,7 +448,7 @@ def openlineage_python_event(job: Any, snapshot: datetime) -> Any:
                 producer=PRODUCER,
                 fields=[
                     schema_dataset.SchemaDatasetFacetFields(
-                        name=f.name, type=f.type or "UNKNOWN", description=f.description
+                        name=f["name"], type=f.get("type", "UNKNOWN"), description=f.get("description")
                     )
                     for f in dataset.fields
                 ],

@@ -386,12 +386,10 @@ class _DatasetCache:
             facets["schema"] = {
                 "_producer": producer,
                 "_schemaURL": SCHEMA_URL,
-                "fields": [
-                    {"name": f.name, "type": f.type, "description": f.description}
-                    if f.type is not None and f.description is not None  # the usual case
-                    else _schema_field(f, True)
-                    for f in fields
-                ],
+                # The store's fields are in the spec's shape: as they are, unless one has no type.
+                "fields": fields
+                if all("type" in f for f in fields)
+                else [_schema_field(f, True) for f in fields],
             }
         if dataset.description is not None:
             facets["documentation"] = {
@@ -494,12 +492,11 @@ def _dataset_facets(dataset: InputDataset | OutputDataset, producer: str, detail
     return facets
 
 
-def _schema_field(f: DatasetField, with_description: bool) -> dict[str, str]:
-    if f.type is not None and f.description is not None and with_description:  # the usual case
-        return {"name": f.name, "type": f.type, "description": f.description}
-    entry = {"name": f.name, "type": UNKNOWN_FIELD_TYPE if f.type is None else f.type}
-    if f.description is not None and with_description:
-        entry["description"] = f.description
+def _schema_field(f: DatasetField, with_description: bool) -> DatasetField:
+    """The field with a ``type`` (``UNKNOWN`` when never sent: consumers need one), in spec key order."""
+    entry: DatasetField = {"name": f["name"], "type": f.get("type", UNKNOWN_FIELD_TYPE)}
+    if with_description and "description" in f:
+        entry["description"] = f["description"]
     return entry
 
 

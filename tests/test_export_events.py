@@ -12,10 +12,10 @@ import orjson
 import pytest
 
 from lineage_core.lineage.graph import (
-    DatasetField,
     InputDataset,
     JobLineage,
     OutputDataset,
+    dataset_field,
     input_field,
     transformation,
 )
@@ -38,9 +38,9 @@ ORDERS = InputDataset(
     "shop.public.orders",
     "Operational orders table.",
     (
-        DatasetField("order_id", "BIGINT", "Unique identifier of the order."),
-        DatasetField("amount", "NUMERIC(12,2)", None),
-        DatasetField("address.city", None, "City, from the nested address struct."),
+        dataset_field("order_id", "BIGINT", "Unique identifier of the order."),
+        dataset_field("amount", "NUMERIC(12,2)", None),
+        dataset_field("address.city", None, "City, from the nested address struct."),
     ),
 )
 CUSTOMERS = InputDataset(PG, "shop.public.customers", None, ())
@@ -51,7 +51,7 @@ MART = OutputDataset(
     SF,
     "ANALYTICS.MARTS.FCT_ORDERS",
     "Orders per customer.",
-    (DatasetField("order_id", "NUMBER(38,0)", "The order."), DatasetField("total", "NUMBER(12,2)", None)),
+    (dataset_field("order_id", "NUMBER(38,0)", "The order."), dataset_field("total", "NUMBER(12,2)", None)),
     {
         "order_id": {"inputFields": [input_field(PG, "shop.public.orders", "order_id", [IDENTITY])]},
         "total": {
@@ -293,7 +293,7 @@ def test_line_is_the_event_serialized_with_orjson_and_a_newline() -> None:
 def test_a_dataset_that_changed_is_never_served_from_the_cache() -> None:
     writer = EventWriter(SNAPSHOT)
     first = orjson.loads(writer.line(JOB) or b"")
-    renamed = replace(ORDERS, fields=(DatasetField("order_id", "BIGINT", "Changed."),))
+    renamed = replace(ORDERS, fields=(dataset_field("order_id", "BIGINT", "Changed."),))
     described = replace(ORDERS, description="New description.")
     second = orjson.loads(writer.line(replace(JOB, inputs=(renamed,))) or b"")
     third = orjson.loads(writer.line(replace(JOB, inputs=(described,))) or b"")
@@ -330,7 +330,7 @@ LONG = "x" * 2000
 
 def wide_job(columns: int, inputs: int = 1) -> JobLineage:
     """A job whose datasets have many described columns, each with an explained lineage."""
-    fields = tuple(DatasetField(f"c{i}", "VARCHAR", LONG) for i in range(columns))
+    fields = tuple(dataset_field(f"c{i}", "VARCHAR", LONG) for i in range(columns))
     sources = tuple(InputDataset(PG, f"shop.public.src{n}", LONG, fields) for n in range(inputs))
     lineage = {
         f"c{i}": {

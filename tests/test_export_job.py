@@ -117,7 +117,7 @@ def test_the_uploaded_file_parses_back_into_the_stored_graph(
         for dataset in job["inputs"] + job["outputs"]:
             for field in dataset["fields"]:
                 # A field no producer typed goes out as "UNKNOWN" (consumers need a type) and comes back so.
-                field["type"] = field["type"] or "UNKNOWN"
+                field.setdefault("type", "UNKNOWN")
         if job["lineage_event_time"] is not None:
             # Every event of the snapshot is at the snapshot's time (the run's start), in milliseconds.
             job["lineage_event_time"] = run.started_at.replace(

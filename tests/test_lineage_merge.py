@@ -93,8 +93,8 @@ def test_a_complete_event_defines_the_job(db: Session, org: Organization) -> Non
     ]
     assert output["dataset_dependencies"][0]["transformations"][0]["subtype"] == "JOIN"
     assert job["inputs"][1]["fields"] == [
-        {"name": "id", "type": "BIGINT", "description": None},
-        {"name": "email", "type": "TEXT", "description": None},
+        {"name": "id", "type": "BIGINT"},
+        {"name": "email", "type": "TEXT"},
     ]
 
 
@@ -194,7 +194,7 @@ def test_dataset_facets_update_the_dataset_from_any_event(db: Session, org: Orga
     assert output["description"] == "Orders, now with currency."
     assert output["fields"] == [
         {"name": "order_id", "type": "BIGINT", "description": "The order"},
-        {"name": "currency", "type": "CHAR(3)", "description": None},
+        {"name": "currency", "type": "CHAR(3)"},
     ]
     # A START without datasets' facets, and a failed run, still update the datasets they describe.
     failed = run_event(
@@ -213,7 +213,7 @@ def test_a_dataset_listed_as_input_and_output_takes_the_output_schema(db: Sessio
     )
     apply(db, org, event)
     job = only_job(db, org)
-    assert job["inputs"][0]["fields"] == [{"name": "n", "type": "BIGINT", "description": None}]
+    assert job["inputs"][0]["fields"] == [{"name": "n", "type": "BIGINT"}]
 
 
 def test_deleted_facets_clear_what_was_held(db: Session, org: Organization) -> None:

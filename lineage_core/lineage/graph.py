@@ -2,16 +2,14 @@
 
 :func:`iter_org_graph` is the contract between the lineage store and the exporter. It yields one
 :class:`JobLineage` per job, made of plain values that hold no database state, so the caller may keep,
-pickle or discard them freely. Jobs and datasets are frozen dataclasses; a dataset's fields are made by
-the thousand, so they are not frozen (that costs four times as much on CPython 3.11): read-only by
-convention.
+pickle or discard them freely. Jobs and datasets are frozen dataclasses.
 
-Column lineage, the bulk of an org's graph (an entry per output field, input field and
-transformation), comes already in the OpenLineage spec's shape: plain dicts typed by the TypedDicts
-below, with the spec's keys, and with a key left out (never None) when the producer did not send its
-value. The event writer puts them into the events as they are, and orjson serializes dicts faster than
-anything built from them; a translation layer of objects cost more than the serialization itself.
-They are shared with the events, so treat them as read-only.
+Schema fields and column lineage, the bulk of an org's graph (an entry per field, per output field,
+input field and transformation), come already in the OpenLineage spec's shape: plain dicts typed by
+the TypedDicts below, with the spec's keys, and with a key left out (never None) when the producer did
+not send its value. The event writer puts them into the events as they are, and orjson serializes
+dicts faster than anything built from them; a translation layer of objects cost more than the
+serialization itself. They are shared with the events, so treat them as read-only.
 """
 
 from __future__ import annotations
@@ -40,13 +38,26 @@ _JOB_DATASETS = cast(Table, LineageJobDataset.__table__)
 _COLUMN_LINEAGE = cast(Table, LineageColumnLineage.__table__)
 
 
-@dataclass(slots=True)
-class DatasetField:
-    """A field of a dataset's current schema. ``type`` and ``description`` are None when never sent."""
+class DatasetField(TypedDict):
+    """A field of a dataset's current schema (spec: the schema facet's ``fields[*]``).
+
+    ``type`` and ``description`` are absent when no producer sent them. Nested fields stay flat, named
+    ``parent.child``, as the store keeps them.
+    """
 
     name: str
-    type: str | None
-    description: str | None
+    type: NotRequired[str]
+    description: NotRequired[str]
+
+
+def dataset_field(name: str, type_: str | None = None, description: str | None = None) -> DatasetField:
+    """A :class:`DatasetField` with the values that are not None."""
+    item: DatasetField = {"name": name}
+    if type_ is not None:
+        item["type"] = type_
+    if description is not None:
+        item["description"] = description
+    return item
 
 
 class Transformation(TypedDict):
@@ -269,7 +280,12 @@ def _page_fields(session: Session, in_page: Any) -> dict[int, tuple[DatasetField
         .where(_FIELDS.c.dataset_id.in_(page_datasets))
         .order_by(_FIELDS.c.dataset_id, _FIELDS.c.position)
     ).all():
-        field_lists.setdefault(dataset_id, []).append(DatasetField(name, type_, description))
+        field: DatasetField
+        if type_ is not None and description is not None:  # the usual case
+            field = {"name": name, "type": type_, "description": description}
+        else:
+            field = dataset_field(name, type_, description)
+        field_lists.setdefault(dataset_id, []).append(field)
     # One tuple per dataset, shared by every job of the page that names it (the event writer's cache
     # recognises a dataset it has seen by this identity).
     return {dataset_id: tuple(items) for dataset_id, items in field_lists.items()}
