@@ -7,6 +7,7 @@ import logging
 import sys
 
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import configure_mappers
 
 from lineage_core import aws, db
 from lineage_core.config import ConfigError, Settings
@@ -25,13 +26,15 @@ def start_process(name: str) -> Settings:
 
 
 def prepare_for_jobs(settings: Settings) -> None:
-    """What every export would otherwise redo: load the AWS models and initialise the database engine.
+    """What every export would otherwise redo: load the AWS models, set up the ORM's mappers and
+    initialise the database engine.
 
     RQ runs each job in a fork of the worker, so what is loaded here before the worker starts is
     inherited by every job (about 0.2 s per export), then frozen out of the garbage collector's way. A
     database that is not up yet is not an error here: the jobs report it when they run.
     """
     aws.preload_models(settings)
+    configure_mappers()  # done lazily at a process's first ORM query otherwise
     try:
         db.warm_engine(settings.database_url)
     except SQLAlchemyError as error:
