@@ -13,7 +13,9 @@ scheduler's tick (which closes runs whose worker died):
    job becomes one RunEvent line (:mod:`lineage_core.openlineage_events`, eventTime = ``started_at``);
    the lines are streamed into ``<prefix>/openlineage-events.jsonl`` through one multipart upload
    (:mod:`lineage_core.s3_stream`) that completes at the end or is aborted, so readers only ever see the
-   previous complete file or the new complete file.
+   previous complete file or the new complete file. The upload's id is committed on the run as soon
+   as it exists; once the new file is in place, uploads that earlier runs left pending (their worker
+   was killed) are aborted.
 3. The run is closed ``succeeded`` (finished_at, events, bytes, ETag, version, and the counts of the
    300 KB rule: events trimmed, jobs left out) or ``failed`` (finished_at and an error the admin can
    act on), only if it is still ``running`` (the tick may have closed it), and the connector's next
@@ -40,7 +42,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from rq.timeouts import JobTimeoutException
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -199,7 +201,9 @@ def run_export(
             export_key(destination.prefix),
         )
         try:
-            uploaded, stats = _export(settings, destination, started_at, clients, part_size, upload_threads)
+            uploaded, stats = _export(
+                settings, run_id, destination, started_at, clients, part_size, upload_threads
+            )
         except BaseException as error:
             failure = _describe_failure(error, destination)
             if retry_pending and isinstance(failure, TransientExportError):
@@ -334,6 +338,7 @@ def _not_exportable(connector: Connector) -> str | None:
 
 def _export(
     settings: Settings,
+    run_id: int,
     destination: _Destination,
     snapshot_time: datetime,
     clients: AwsClients | None,
@@ -357,8 +362,59 @@ def _export(
             write_snapshot_lines(read_session, destination.organization_id, writer),
             part_size=part_size,
             upload_threads=upload_threads,
+            on_upload_started=lambda upload_id: _record_upload(settings, run_id, upload_id),
         )
+    _abort_leftover_uploads(settings, s3, target, destination.connector_id, run_id)
     return uploaded, writer.stats
+
+
+def _record_upload(settings: Settings, run_id: int, upload_id: str) -> None:
+    """Keep the UploadId on the run, committed at once: if this process dies, the next export aborts it."""
+    with session_factory(settings.database_url)() as session:
+        session.execute(update(ExportRun).where(ExportRun.id == run_id).values(upload_id=upload_id))
+        session.commit()
+
+
+def _abort_leftover_uploads(
+    settings: Settings, s3: Any, target: S3Target, connector_id: int, run_id: int
+) -> None:
+    """Abort the multipart uploads that earlier runs of the connector left pending (their worker died).
+
+    S3 keeps the parts of a pending upload, invisible but stored, until it is aborted. Done after the
+    new file is in place and never fails the export: an upload S3 no longer knows (completed, aborted,
+    expired by a lifecycle rule, or under a bucket or key the connector has since left) is forgotten;
+    any other error leaves the UploadId for the next export to try again.
+    """
+    with session_factory(settings.database_url)() as session:
+        try:
+            leftovers = session.execute(
+                select(ExportRun.id, ExportRun.upload_id).where(
+                    ExportRun.connector_id == connector_id,
+                    ExportRun.id != run_id,
+                    ExportRun.upload_id.is_not(None),
+                )
+            ).all()
+            done = []
+            for leftover_id, upload_id in leftovers:
+                try:
+                    s3.abort_multipart_upload(Bucket=target.bucket, Key=target.key, UploadId=upload_id)
+                except (ClientError, BotoCoreError) as error:
+                    gone = isinstance(error, ClientError) and _error_code(error) == "NoSuchUpload"
+                    if not gone:
+                        logger.warning(
+                            "could not abort the pending upload of export run %s: %s",
+                            leftover_id,
+                            describe_aws_error(error),
+                        )
+                        continue
+                done.append(leftover_id)
+            if done:
+                session.execute(update(ExportRun).where(ExportRun.id.in_(done)).values(upload_id=None))
+                session.commit()
+                logger.info("aborted the pending uploads of export runs %s", done)
+        except SQLAlchemyError as error:
+            session.rollback()
+            logger.warning("could not clean up pending uploads: %s", type(error).__name__)
 
 
 def _connect(settings: Settings, destination: _Destination, clients: AwsClients | None) -> Any:
@@ -442,6 +498,10 @@ def _aws_failure(error: BaseException, what: str, advice: str) -> ExportError:
     return ExportError(f"{what} {advice} {UNCHANGED}")
 
 
+def _error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
 def _is_transient(error: BaseException) -> bool:
     if isinstance(error, BotoCoreError):
         return True  # could not connect, connection closed, read timeout: nothing AWS refused
@@ -499,6 +559,7 @@ def _close_succeeded(session: Session, connector_id: int, result: ExportResult) 
             version_id=result.version_id,
             trimmed=result.trimmed,
             omitted=result.omitted,
+            upload_id=None,  # completed: nothing pending any more
             error=None,
         )
     ).rowcount

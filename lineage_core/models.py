@@ -191,6 +191,9 @@ class ExportRun(Base):
     # out of the file. NULL for runs that did not succeed, and for runs recorded before they were kept.
     trimmed: Mapped[int | None] = mapped_column(Integer)
     omitted: Mapped[int | None] = mapped_column(Integer)
+    # The run's multipart upload, from its start until it is completed: a worker killed mid-export
+    # cannot abort it, so the connector's next successful export does (lineage_core.exporter).
+    upload_id: Mapped[str | None] = mapped_column(String(1024))
     error: Mapped[str | None] = mapped_column(Text)
 
     connector: Mapped[Connector] = relationship(back_populates="runs")

@@ -17,7 +17,9 @@
   ``KeyboardInterrupt``/``SystemExit`` (RQ's job timeout and shutdown paths), the upload threads are
   stopped and the multipart upload is aborted before the error propagates: nothing is left pending and
   the previous object is untouched. A killed process (SIGKILL) cannot abort; its upload stays pending
-  and invisible until a bucket lifecycle rule (AbortIncompleteMultipartUpload) removes it.
+  and invisible until someone aborts it: the caller learns the UploadId first (``on_upload_started``)
+  so that it can be recorded, and a bucket lifecycle rule (AbortIncompleteMultipartUpload) is the
+  backstop.
 * A body shorter than one part (an empty file included) is sent with a single PutObject, which is
   just as atomic and costs one request instead of three.
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -99,6 +101,7 @@ def upload_stream(
     *,
     part_size: int = DEFAULT_PART_SIZE,
     upload_threads: int = DEFAULT_UPLOAD_THREADS,
+    on_upload_started: Callable[[str], None] | None = None,
 ) -> UploadedObject:
     """Write the concatenation of ``chunks`` to the target object, atomically.
 
@@ -109,6 +112,9 @@ def upload_stream(
         part_size: bytes of each of the first 1,000 parts (at least 5 MiB; then it doubles every 1,000
             parts); also the largest body sent with one PutObject.
         upload_threads: parts uploaded concurrently while the next part is being filled.
+        on_upload_started: called with the UploadId once the multipart upload exists, before any part
+            is sent, so the caller can record it: a process killed later cannot abort it, but whoever
+            reads the record can. If it raises, the upload is aborted and the error propagates.
 
     Returns:
         The completed object's size, ETag and version.
@@ -135,6 +141,8 @@ def upload_stream(
             if buffered >= filling:
                 if upload is None:
                     upload = _MultipartUpload(s3, target, upload_threads)
+                    if on_upload_started is not None:
+                        on_upload_started(upload.upload_id)
                 upload.send(_part(buffer))
                 buffer.clear()
                 buffered = 0
@@ -190,6 +198,10 @@ class _MultipartUpload:
         self._next_number = 1
         self._size = 0
         self._stop = threading.Event()
+
+    @property
+    def upload_id(self) -> str:
+        return self._upload_id
 
     @property
     def parts_sent(self) -> int:

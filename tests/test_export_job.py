@@ -401,3 +401,62 @@ def test_the_collector_runs_less_often_only_while_a_snapshot_is_generated(
     assert gc.get_threshold() == before
     assert len(list(write_snapshot_lines(db, org.id, EventWriter(utcnow())))) == 7  # 3 + 4 hand-made
     assert gc.get_threshold() == before
+
+
+def test_uploads_left_pending_by_earlier_runs_are_aborted_by_the_next_export(
+    settings: Settings, db: Session, org: Organization, s3: Any
+) -> None:
+    store_events(db, org.id, padded_events(jobs=60, sql_bytes=100_000))  # ~6.6 MB: a multipart upload
+    connector = make_connector(db, org)
+    # A run whose worker died mid-upload left this upload pending (see test_export_worker's SIGKILL).
+    pending = s3.create_multipart_upload(Bucket=BUCKET, Key=KEY)["UploadId"]
+    s3.upload_part(Bucket=BUCKET, Key=KEY, UploadId=pending, PartNumber=1, Body=b"x" * MIN_PART_SIZE)
+    died = ExportRun(
+        connector_id=connector.id, status=RunStatus.FAILED, queued_at=utcnow(), upload_id=pending
+    )
+    # One whose upload S3 no longer knows (aborted, or expired by a lifecycle rule).
+    gone = ExportRun(
+        connector_id=connector.id, status=RunStatus.FAILED, queued_at=utcnow(), upload_id="no-such-upload"
+    )
+    db.add_all([died, gone])
+    db.commit()
+    recorded: list[str | None] = []
+
+    def check_recorded(client: Any) -> None:
+        # While the new upload runs, its UploadId is on the run already (committed before part 1).
+        client.meta.events.register(
+            "before-call.s3.UploadPart",
+            lambda **_: recorded.append(run_of(db, run_id).upload_id) if not recorded else None,
+        )
+
+    run_id = queued_run(db, connector)
+    run_export(settings, run_id, clients=HookedClients(settings, check_recorded))
+
+    assert pending_uploads(s3, BUCKET) == []
+    assert len(recorded) == 1 and recorded[0] not in (None, pending)
+    assert [run_of(db, r).upload_id for r in (died.id, gone.id, run_id)] == [None, None, None]
+    assert run_of(db, run_id).status is RunStatus.SUCCEEDED
+
+
+def test_a_failed_cleanup_keeps_the_upload_for_the_next_export(
+    settings: Settings, db: Session, org: Organization, s3: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    store_events(db, org.id, feature_events(jobs=3))
+    connector = make_connector(db, org)
+    died = ExportRun(connector_id=connector.id, status=RunStatus.FAILED, queued_at=utcnow(), upload_id="u-1")
+    db.add(died)
+    db.commit()
+
+    def refuse_abort(client: Any) -> None:
+        # moto cannot be made to refuse one call: botocore's Stubber answers AbortMultipartUpload.
+        stubber = Stubber(client)
+        stubber.add_client_error("abort_multipart_upload", "AccessDenied", "Access Denied", 403)
+        client.meta.events.register("before-call.s3.PutObject", lambda **_: stubber.activate())
+
+    with caplog.at_level("WARNING", logger="lineage_core.exporter"):
+        run_id = queued_run(db, connector)
+        run_export(settings, run_id, clients=HookedClients(settings, refuse_abort))
+
+    assert run_of(db, run_id).status is RunStatus.SUCCEEDED  # the new file is in place all the same
+    assert run_of(db, died.id).upload_id == "u-1"
+    assert f"could not abort the pending upload of export run {died.id}: AccessDenied" in caplog.text

@@ -215,3 +215,33 @@ def test_every_body_reaches_the_connection_in_one_piece(s3: Any) -> None:
     sent = [body for body in bodies if body]  # create and complete have small XML bodies or none
     assert sum(len(body) for body in sent if not isinstance(body, bytes)) == 2 * PART + 10 + 6
     assert not any(hasattr(body, "read") for body in sent)
+
+
+def test_the_caller_learns_the_upload_id_before_any_part_is_sent(s3: Any) -> None:
+    parts: list[int] = []
+    s3.meta.events.register("provide-client-params.s3.UploadPart", lambda params, **_: parts.append(1))
+    seen: list[tuple[str, list[str], int]] = []
+
+    def started(upload_id: str) -> None:
+        seen.append((upload_id, [u["UploadId"] for u in pending_uploads(s3, BUCKET)], len(parts)))
+
+    upload_stream(s3, S3Target(BUCKET, KEY), lines(2 * PART), part_size=PART, on_upload_started=started)
+
+    ((upload_id, pending_then, parts_then),) = seen
+    assert (pending_then, parts_then) == ([upload_id], 0)
+    assert len(parts) == 2 and pending_uploads(s3, BUCKET) == []
+
+
+def test_a_failing_upload_started_hook_aborts_the_upload(s3: Any) -> None:
+    put_previous(s3)
+
+    def cannot_record(_upload_id: str) -> None:
+        raise RuntimeError("the database is gone")
+
+    with pytest.raises(RuntimeError, match="the database is gone"):
+        upload_stream(
+            s3, S3Target(BUCKET, KEY), lines(2 * PART), part_size=PART, on_upload_started=cannot_record
+        )
+
+    assert pending_uploads(s3, BUCKET) == []
+    assert body_of(s3) == PREVIOUS

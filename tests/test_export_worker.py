@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from lineage_core.config import Settings
 from lineage_core.export_queue import EXPORT_JOB_TIMEOUT_SECONDS, export_job_id, request_export
+from lineage_core.exporter import run_export
 from lineage_core.models import Connector, ExportRun, Organization, RunStatus
 from lineage_core.schedule import next_nightly_run_after
 from lineage_core.tick import INTERRUPTED_MESSAGE, run_tick
@@ -152,12 +153,13 @@ def test_a_worker_killed_mid_upload_leaves_the_previous_snapshot(
         gate.close()  # lets the held request reach moto now that its sender is dead
 
     assert s3.get_object(Bucket=BUCKET, Key=KEY)["Body"].read() == PREVIOUS
-    # Readers cannot see the dead upload. No process is left to abort it: a bucket lifecycle rule
-    # (AbortIncompleteMultipartUpload) reclaims its parts.
-    assert [u["Key"] for u in pending_uploads(s3, BUCKET)] == [KEY]
+    # Readers cannot see the dead upload, and no process is left to abort it; the run knows its id.
+    (dead_upload,) = pending_uploads(s3, BUCKET)
+    assert dead_upload["Key"] == KEY
     db.expire_all()
     stuck = db.get(ExportRun, run.id)
     assert stuck is not None and stuck.status is RunStatus.RUNNING and stuck.started_at is not None
+    assert stuck.upload_id == dead_upload["UploadId"]
 
     # The scheduler's tick closes it: here through the job timeout (RQ notices the dead worker only
     # after its heartbeat expires), and the retry is the next night's run, not the next interval.
@@ -169,3 +171,13 @@ def test_a_worker_killed_mid_upload_leaves_the_previous_snapshot(
     assert closed.error == INTERRUPTED_MESSAGE
     connector = db.get(Connector, closed.connector_id)
     assert connector is not None and connector.next_export_at == next_nightly_run_after(past_timeout)
+
+    # The next export puts the new file in place and aborts the dead upload.
+    retry = request_export(db, settings, connector, "manual")
+    assert retry is not None
+    run_export(settings, retry.id)
+    assert s3.get_object(Bucket=BUCKET, Key=KEY)["Body"].read() != PREVIOUS
+    assert pending_uploads(s3, BUCKET) == []
+    db.expire_all()
+    cleaned = db.get(ExportRun, run.id)
+    assert cleaned is not None and cleaned.upload_id is None
