@@ -9,6 +9,7 @@ import gc
 import io
 import subprocess
 import sys
+import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -421,13 +422,18 @@ def test_uploads_left_pending_by_earlier_runs_are_aborted_by_the_next_export(
     db.add_all([died, gone])
     db.commit()
     recorded: list[str | None] = []
+    # Parts go up from several threads at once; the lock makes only the first part look, and keeps
+    # the test's Session to one thread at a time.
+    first_part = threading.Lock()
+
+    def record_upload_id(**_: Any) -> None:
+        with first_part:
+            if not recorded:
+                recorded.append(run_of(db, run_id).upload_id)
 
     def check_recorded(client: Any) -> None:
         # While the new upload runs, its UploadId is on the run already (committed before part 1).
-        client.meta.events.register(
-            "before-call.s3.UploadPart",
-            lambda **_: recorded.append(run_of(db, run_id).upload_id) if not recorded else None,
-        )
+        client.meta.events.register("before-call.s3.UploadPart", record_upload_id)
 
     run_id = queued_run(db, connector)
     run_export(settings, run_id, clients=HookedClients(settings, check_recorded))
