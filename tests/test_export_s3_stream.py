@@ -192,13 +192,15 @@ def test_parts_grow_so_that_s3s_part_limit_allows_very_large_objects(
     assert sum(part_size_of(n, PART) for n in range(1, 10_001)) > 4.8 * 1024**4
 
     monkeypatch.setattr("lineage_core.s3_stream.PARTS_PER_SIZE", 2)  # doubling every 2 parts, not 1,000
-    sizes: list[int] = []
+    # Parts go up from several threads, so they are put back in order by number.
+    sizes: dict[int, int] = {}
     s3.meta.events.register(
-        "provide-client-params.s3.UploadPart", lambda params, **_: sizes.append(len(params["Body"]))
+        "provide-client-params.s3.UploadPart",
+        lambda params, **_: sizes.__setitem__(params["PartNumber"], len(params["Body"])),
     )
     result = upload_stream(s3, S3Target(BUCKET, KEY), lines(7 * PART), part_size=PART)
 
-    assert [size // PART for size in sizes] == [1, 1, 2, 2, 1]
+    assert [sizes[number] // PART for number in sorted(sizes)] == [1, 1, 2, 2, 1]
     assert (result.parts, result.size) == (5, 7 * PART)
     assert body_of(s3) == b"".join(lines(7 * PART))
 
