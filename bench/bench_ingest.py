@@ -3,7 +3,7 @@
 Prints one table: for each size, the real paths (gunicorn + concurrent client over loopback; the
 ``flask lineage import`` CLI) next to the baseline "raw append" (bench/baseline.py: parse and INSERT the
 event as one jsonb row per transaction, no checks, no merge) served and driven the same way, plus the
-size of the events (synthetic organizations from lineage_core.lineage.synthetic, one COMPLETE RunEvent
+size of the events (synthetic organizations from lineage_core.demo.synthetic, one COMPLETE RunEvent
 per job). Two passes per path: "new jobs" (every event creates a job and writes its full lineage: the
 most expensive case) and "re-runs" (the same jobs a day later: identical lineage, newer eventTime, the
 steady state of a producer whose jobs run every day).
@@ -38,11 +38,11 @@ import orjson
 import psycopg
 import requests
 
-from lineage_core import migrate
-from lineage_core.accounts import create_organization
-from lineage_core.db import session_scope
-from lineage_core.lineage.api_keys import create_api_key
-from lineage_core.lineage.synthetic import DEFAULT_START, iter_synthetic_events
+from lineage_core.accounts.api_keys import create_api_key
+from lineage_core.accounts.users import create_organization
+from lineage_core.demo.synthetic import DEFAULT_START, iter_synthetic_events
+from lineage_core.infra import migrate
+from lineage_core.infra.db import session_scope
 from tests.services import free_port, throwaway_postgres_database
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,11 +24,11 @@ from redis import Redis
 from rq import Queue
 from sqlalchemy import insert, select, text
 
-from lineage_core import migrate
-from lineage_core.config import Settings
-from lineage_core.db import get_engine, session_factory
-from lineage_core.models import Connector, ConnectorStatus, Organization, utcnow
-from lineage_core.tick import run_tick
+from lineage_core.infra import migrate
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import get_engine, session_factory
+from lineage_core.infra.models import Connector, ConnectorStatus, Organization, utcnow
+from lineage_core.schedule.tick import run_tick
 from tests.services import flush_redis_except_claim, private_redis_db, throwaway_postgres_database
 
 

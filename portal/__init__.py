@@ -12,7 +12,7 @@ from flask import Flask, redirect, url_for
 from flask_login import current_user
 from werkzeug.wrappers.response import Response
 
-from lineage_core.config import ConfigError, Settings
+from lineage_core.infra.config import ConfigError, Settings
 from portal import database, security
 from portal.extensions import csrf, login_manager
 

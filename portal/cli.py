@@ -8,11 +8,11 @@ import click
 import yaml
 from flask import Flask, current_app
 
-from lineage_core import migrate
-from lineage_core.accounts import AccountError, create_organization, create_user, get_organization
-from lineage_core.db import session_scope
-from lineage_core.local_stack import LocalDeployError, deploy_template, stack_name_for
-from lineage_core.models import Role
+from lineage_core.accounts.users import AccountError, create_organization, create_user, get_organization
+from lineage_core.demo.local_stack import LocalDeployError, deploy_template, stack_name_for
+from lineage_core.infra import migrate
+from lineage_core.infra.db import session_scope
+from lineage_core.infra.models import Role
 from portal.export_cli import export_cli
 from portal.lineage_cli import lineage_cli
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Flask, current_app, g
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.db import session_factory
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import session_factory
 
 
 def settings() -> Settings:

@@ -17,12 +17,12 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from lineage_core.accounts import AccountError, get_organization
-from lineage_core.config import Settings
-from lineage_core.db import session_scope
-from lineage_core.exporter import snapshot_session, write_snapshot_lines
-from lineage_core.models import utcnow
-from lineage_core.openlineage_events import EventWriter
+from lineage_core.accounts.users import AccountError, get_organization
+from lineage_core.export.events import EventWriter
+from lineage_core.export.run import snapshot_session, write_snapshot_lines
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import session_scope
+from lineage_core.infra.models import utcnow
 
 export_cli = AppGroup("export", help="OpenLineage snapshot exports.")
 

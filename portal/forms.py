@@ -7,11 +7,11 @@ from typing import Any
 
 from wtforms import Field, ValidationError
 
-from lineage_core.destination import FieldError
+from lineage_core.setup.destination import FieldError
 
 
 class ParsedBy:
-    """A validator that runs one of ``lineage_core.destination``'s parsers and keeps its result.
+    """A validator that runs one of ``lineage_core.setup.destination``'s parsers and keeps its result.
 
     The parsed (canonical) value replaces ``field.data``, so views store exactly what was checked.
     """

@@ -14,13 +14,13 @@ from flask import current_app
 from flask.cli import AppGroup
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts import AccountError, get_organization
-from lineage_core.db import get_engine, session_scope
+from lineage_core.accounts.users import AccountError, get_organization
+from lineage_core.demo.synthetic import iter_synthetic_events
+from lineage_core.infra.db import get_engine, session_scope
 from lineage_core.lineage.importer import DEFAULT_MAX_EVENT_BYTES, ImportReport, Reject, import_events
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.merge import LineageOutcome
 from lineage_core.lineage.parse import check_event
-from lineage_core.lineage.synthetic import iter_synthetic_events
 
 lineage_cli = AppGroup("lineage", help="Each organization's lineage graph: import and generate events.")
 

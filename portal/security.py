@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from flask import Flask, abort, request
 from flask_login import UserMixin, current_user
 
-from lineage_core.models import Role, User
+from lineage_core.infra.models import Role, User
 from portal.database import get_db
 from portal.extensions import login_manager
 

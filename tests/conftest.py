@@ -17,11 +17,12 @@ from moto.server import ThreadedMotoServer
 from sqlalchemy import inspect, text
 from sqlalchemy.orm import Session
 
-from lineage_core import accounts, migrate
-from lineage_core.accounts import create_organization, create_user
-from lineage_core.config import Settings
-from lineage_core.db import Base, get_engine, session_factory
-from lineage_core.models import Organization, Role, User
+from lineage_core.accounts import users as accounts
+from lineage_core.accounts.users import create_organization, create_user
+from lineage_core.infra import migrate
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import Base, get_engine, session_factory
+from lineage_core.infra.models import Organization, Role, User
 from portal import create_app
 from tests.services import flush_redis_except_claim, free_port, private_redis_db, throwaway_postgres_database
 

@@ -11,8 +11,8 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from sqlalchemy.orm import Session
 
-from lineage_core.destination import new_external_id
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
+from lineage_core.setup.destination import new_external_id
 from tests.conftest import s3_client
 
 
@@ -209,7 +209,7 @@ def feature_events(jobs: int = 30, seed: int = 5) -> list[dict[str, Any]]:
     without transformations and with several, a job with no datasets, SQL without dialect, a jobType
     without jobType, a dataset without facets.
     """
-    from lineage_core.lineage.synthetic import iter_synthetic_events
+    from lineage_core.demo.synthetic import iter_synthetic_events
     from tests import lineage_factories as f
 
     nested_schema = f.facet(
@@ -266,7 +266,7 @@ def feature_events(jobs: int = 30, seed: int = 5) -> list[dict[str, Any]]:
 
 def padded_events(jobs: int, sql_bytes: int, seed: int = 11) -> list[dict[str, Any]]:
     """Synthetic events whose SQL is padded to about ``sql_bytes``: a few of them make a multipart export."""
-    from lineage_core.lineage.synthetic import iter_synthetic_events
+    from lineage_core.demo.synthetic import iter_synthetic_events
 
     events = list(iter_synthetic_events(jobs, seed))
     for index, event in enumerate(events):

@@ -8,10 +8,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts import create_organization
-from lineage_core.lineage.api_keys import create_api_key
+from lineage_core.accounts.api_keys import create_api_key
+from lineage_core.accounts.users import create_organization
+from lineage_core.infra.models import Organization
 from lineage_core.lineage.graph import iter_org_graph
-from lineage_core.models import Organization
 
 PRODUCER = "https://example.com/tests"
 PG = "postgres://db.internal:5432"

@@ -10,7 +10,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.lineage.api_keys import (
+from lineage_core.accounts.api_keys import (
     ApiKeyError,
     AuthenticationError,
     AuthFailure,
@@ -22,7 +22,7 @@ from lineage_core.lineage.api_keys import (
     record_use,
     revoke_api_key,
 )
-from lineage_core.models import ApiKey, Organization, User
+from lineage_core.infra.models import ApiKey, Organization, User
 from tests.conftest import login, post_form
 from tests.lineage_factories import make_org
 

@@ -10,7 +10,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.models import Connector, User
+from lineage_core.infra.models import Connector, User
 from tests.conftest import PASSWORD, csrf_token_from, login
 
 # Endpoints that are reachable without a session, and why.

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from botocore.loaders import JSONFileLoader
 
-from lineage_core import aws
-from lineage_core.config import Settings
+from lineage_core.infra import aws
+from lineage_core.infra.config import Settings
 
 
 def test_after_preloading_a_new_client_reads_no_model_file(

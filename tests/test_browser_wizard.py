@@ -18,8 +18,8 @@ from playwright.sync_api import Page, Response, expect, sync_playwright
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.models import Connector, ConnectorStatus, User
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import Connector, ConnectorStatus, User
 from tests.browser_support import (
     CHROMIUM,
     Connection,

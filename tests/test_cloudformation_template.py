@@ -18,8 +18,9 @@ import pytest
 import yaml
 from cfnlint.api import ManualArgs, lint
 
-from lineage_core import destination
-from lineage_core.cloudformation import (
+from lineage_core.infra.models import Connector
+from lineage_core.setup import destination
+from lineage_core.setup.cloudformation import (
     KMS_POLICY_NAME,
     S3_POLICY_NAME,
     TEMPLATE_PATH,
@@ -30,9 +31,8 @@ from lineage_core.cloudformation import (
     parameter_values,
     render_template,
 )
-from lineage_core.destination import FieldError
-from lineage_core.models import Connector
-from lineage_core.role_spec import RoleSpec
+from lineage_core.setup.destination import FieldError
+from lineage_core.setup.role_spec import RoleSpec
 from tests.conftest import VENDOR_ACCOUNT_ID
 
 # The customer's account is not the vendor's (moto's default) account, as in production: a template

@@ -1,6 +1,6 @@
 import pytest
 
-from lineage_core.config import ConfigError, Settings
+from lineage_core.infra.config import ConfigError, Settings
 
 GOOD = {"SECRET_KEY": "s" * 32, "VENDOR_AWS_ACCOUNT_ID": "123456789012"}
 

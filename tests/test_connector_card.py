@@ -13,8 +13,8 @@ from rq import Queue
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
 from tests.conftest import post_form
 
 EXPORT_URL = "s3://acme-lineage/foundational/openlineage/openlineage-events.jsonl"

@@ -8,7 +8,7 @@ import orjson
 from flask import Flask
 from sqlalchemy.orm import Session
 
-from lineage_core.models import Organization
+from lineage_core.infra.models import Organization
 from tests.export_helpers import feature_events, load_with_openlineage_classes, store_events
 
 

@@ -11,6 +11,14 @@ from typing import Any
 import orjson
 import pytest
 
+from lineage_core.export.events import (
+    EVENT_SCHEMA_URL,
+    PRODUCER,
+    TRIM_STEPS,
+    EventWriter,
+    format_event_time,
+    snapshot_run_id,
+)
 from lineage_core.lineage.graph import (
     InputDataset,
     JobLineage,
@@ -18,14 +26,6 @@ from lineage_core.lineage.graph import (
     dataset_field,
     input_field,
     transformation,
-)
-from lineage_core.openlineage_events import (
-    EVENT_SCHEMA_URL,
-    PRODUCER,
-    TRIM_STEPS,
-    EventWriter,
-    format_event_time,
-    snapshot_run_id,
 )
 from tests.export_helpers import load_with_openlineage_classes
 
@@ -368,7 +368,7 @@ def test_the_default_limit_is_300_000_bytes(caplog: pytest.LogCaptureFixture) ->
     assert len(orjson.dumps(EventWriter(SNAPSHOT, max_event_bytes=10**9).event(job))) > 300_000
 
     writer = EventWriter(SNAPSHOT)
-    with caplog.at_level(logging.WARNING, logger="lineage_core.openlineage_events"):
+    with caplog.at_level(logging.WARNING, logger="lineage_core.export.events"):
         line = writer.line(job)
 
     assert line is not None and len(line) - 1 <= 300_000
@@ -420,7 +420,7 @@ def test_a_job_too_large_even_without_facets_is_left_out(caplog: pytest.LogCaptu
     )
     writer = EventWriter(SNAPSHOT, max_event_bytes=2000)
 
-    with caplog.at_level(logging.WARNING, logger="lineage_core.openlineage_events"):
+    with caplog.at_level(logging.WARNING, logger="lineage_core.export.events"):
         lines = list(writer.lines([BARE_JOB, many_inputs, BARE_JOB]))
 
     assert len(lines) == 2

@@ -9,7 +9,7 @@ from typing import Any
 import boto3
 import pytest
 
-from lineage_core.s3_stream import (
+from lineage_core.export.s3_stream import (
     MIN_PART_SIZE,
     NDJSON_CONTENT_TYPE,
     S3Target,
@@ -191,7 +191,9 @@ def test_parts_grow_so_that_s3s_part_limit_allows_very_large_objects(
     # 10,000 parts then hold 4.8 TiB, nearly S3's largest object (5 TiB).
     assert sum(part_size_of(n, PART) for n in range(1, 10_001)) > 4.8 * 1024**4
 
-    monkeypatch.setattr("lineage_core.s3_stream.PARTS_PER_SIZE", 2)  # doubling every 2 parts, not 1,000
+    monkeypatch.setattr(
+        "lineage_core.export.s3_stream.PARTS_PER_SIZE", 2
+    )  # doubling every 2 parts, not 1,000
     # Parts go up from several threads, so they are put back in order by number.
     sizes: dict[int, int] = {}
     s3.meta.events.register(

@@ -14,8 +14,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.lineage.api_keys import create_api_key, revoke_api_key
+from lineage_core.accounts.api_keys import create_api_key, revoke_api_key
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import ApiKey, Organization
 from lineage_core.lineage.models import (
     LineageColumnLineage,
     LineageDataset,
@@ -23,7 +24,6 @@ from lineage_core.lineage.models import (
     LineageJob,
     LineageJobDataset,
 )
-from lineage_core.models import ApiKey, Organization
 from portal import create_app
 from tests.lineage_factories import graph_of, make_key, make_org, orders_event, run_event
 

@@ -25,8 +25,8 @@ from openlineage.client.transport.http import HttpConfig, HttpTransport
 from sqlalchemy.orm import Session
 from werkzeug.serving import make_server
 
-from lineage_core.config import Settings
-from lineage_core.models import Organization
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import Organization
 from portal import create_app
 from tests.lineage_factories import graph_of, make_key, make_org
 

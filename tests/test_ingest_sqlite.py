@@ -10,10 +10,10 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.db import session_factory
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import session_factory
+from lineage_core.infra.models import Organization
 from lineage_core.lineage.models import LineageDataset, LineageJob
-from lineage_core.models import Organization
 from portal import create_app
 from tests.lineage_factories import dataset, graph_of, make_key, make_org, orders_event, run_event
 

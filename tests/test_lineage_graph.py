@@ -11,8 +11,10 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.db import get_engine, session_factory
+from lineage_core.demo.synthetic import iter_synthetic_events
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import get_engine, session_factory
+from lineage_core.infra.models import Organization
 from lineage_core.lineage.graph import (
     JobLineage,
     count_org_jobs,
@@ -20,8 +22,6 @@ from lineage_core.lineage.graph import (
 )
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.parse import check_event
-from lineage_core.lineage.synthetic import iter_synthetic_events
-from lineage_core.models import Organization
 from tests.lineage_factories import PG, make_org, orders_event, run_event
 
 

@@ -9,9 +9,9 @@ import pytest
 from flask import Flask
 from sqlalchemy.orm import Session
 
+from lineage_core.demo.synthetic import iter_synthetic_events
+from lineage_core.infra.models import Organization
 from lineage_core.lineage.importer import import_events
-from lineage_core.lineage.synthetic import iter_synthetic_events
-from lineage_core.models import Organization
 from tests.lineage_factories import graph_of, orders_event, run_event
 
 

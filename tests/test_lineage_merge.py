@@ -13,8 +13,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.db import session_factory
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import session_factory
+from lineage_core.infra.models import Organization
 from lineage_core.lineage.event import Sql
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.merge import ApplyResult, LineageOutcome
@@ -26,7 +27,6 @@ from lineage_core.lineage.models import (
     LineageJobDataset,
 )
 from lineage_core.lineage.parse import check_event
-from lineage_core.models import Organization
 from tests.lineage_factories import (
     column_lineage,
     dataset,

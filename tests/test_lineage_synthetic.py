@@ -12,11 +12,11 @@ import orjson
 import pytest
 from sqlalchemy.orm import Session
 
+from lineage_core.demo.synthetic import iter_synthetic_events
+from lineage_core.infra.models import Organization
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.merge import LineageOutcome
 from lineage_core.lineage.parse import check_event
-from lineage_core.lineage.synthetic import iter_synthetic_events
-from lineage_core.models import Organization
 from tests.lineage_factories import graph_of
 
 VALIDATOR = Path(__file__).resolve().parents[2] / "shared" / "tools" / "validate_openlineage.py"

@@ -5,10 +5,8 @@ from __future__ import annotations
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-import lineage_core.lineage.models
-import lineage_core.models  # noqa: F401  (both register their tables on Base.metadata)
-from lineage_core.config import Settings
-from lineage_core.db import Base, get_engine
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import Base, get_engine
 
 
 def _differences(database_url: str) -> list[object]:

@@ -10,9 +10,17 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts import create_organization
-from lineage_core.config import Settings
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, Organization, RunStatus, User, utcnow
+from lineage_core.accounts.users import create_organization
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import (
+    Connector,
+    ConnectorStatus,
+    ExportRun,
+    Organization,
+    RunStatus,
+    User,
+    utcnow,
+)
 from portal import create_app
 from tests.conftest import csrf_token_from, login
 

@@ -10,7 +10,7 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
-from lineage_core.reader_policy import reader_policy
+from lineage_core.setup.reader_policy import reader_policy
 
 BUCKET = "acme-lineage"
 PREFIX = "foundational/openlineage"

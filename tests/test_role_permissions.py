@@ -16,9 +16,14 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
-from lineage_core import destination
-from lineage_core.cloudformation import KMS_POLICY_NAME, S3_POLICY_NAME, expected_policies, render_template
-from lineage_core.role_spec import RoleSpec
+from lineage_core.setup import destination
+from lineage_core.setup.cloudformation import (
+    KMS_POLICY_NAME,
+    S3_POLICY_NAME,
+    expected_policies,
+    render_template,
+)
+from lineage_core.setup.role_spec import RoleSpec
 from tests.conftest import VENDOR_ACCOUNT_ID
 
 CUSTOMER_ACCOUNT_ID = "111122223333"

@@ -14,11 +14,11 @@ from rq import Queue
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.cloudformation import render_template
-from lineage_core.config import Settings
-from lineage_core.local_stack import deploy_template, stack_name_for
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, RunStatus
-from lineage_core.role_spec import RoleSpec
+from lineage_core.demo.local_stack import deploy_template, stack_name_for
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus
+from lineage_core.setup.cloudformation import render_template
+from lineage_core.setup.role_spec import RoleSpec
 from portal import create_app
 from tests.conftest import VENDOR_ACCOUNT_ID, login, post_form
 from tests.wizard_helpers import FORM, create_bucket, create_role_through_iam, save, start_and_fill

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lineage_core.models import ConnectorStatus
-from lineage_core.schedule import ScheduleState, is_due, next_export_at, next_nightly_run_after
+from lineage_core.infra.models import ConnectorStatus
+from lineage_core.schedule.rules import ScheduleState, is_due, next_export_at, next_nightly_run_after
 
 
 def t(text: str) -> datetime:

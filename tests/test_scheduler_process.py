@@ -8,8 +8,8 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, Organization, utcnow
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Organization, utcnow
 from tests.services import running_process, running_worker
 
 

@@ -7,7 +7,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.models import Connector, ConnectorStatus
+from lineage_core.infra.models import Connector, ConnectorStatus
 from tests.conftest import post_form
 
 GOOD = {

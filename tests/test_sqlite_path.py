@@ -7,11 +7,11 @@ from flask.testing import FlaskClient
 from sqlalchemy import inspect, select
 from sqlalchemy.exc import IntegrityError
 
-from lineage_core.accounts import create_organization, create_user
-from lineage_core.config import Settings
-from lineage_core.db import get_engine, session_scope
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, Role, RunStatus
-from lineage_core.role_spec import RoleSpec
+from lineage_core.accounts.users import create_organization, create_user
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import get_engine, session_scope
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Role, RunStatus
+from lineage_core.setup.role_spec import RoleSpec
 from portal import create_app
 from tests.conftest import PASSWORD, VENDOR_ACCOUNT_ID, login
 from tests.wizard_helpers import create_bucket, create_role_through_iam, save, start_and_fill

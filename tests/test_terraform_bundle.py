@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from lineage_core import cloudformation, terraform_bundle
-from lineage_core.models import Connector
-from lineage_core.role_spec import RoleSpec
-from lineage_core.terraform_bundle import (
+from lineage_core.infra.models import Connector
+from lineage_core.setup import cloudformation, terraform_bundle
+from lineage_core.setup.role_spec import RoleSpec
+from lineage_core.setup.terraform_bundle import (
     MODULE_LABEL,
     MODULE_SOURCE,
     build_zip,

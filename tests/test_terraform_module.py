@@ -25,9 +25,9 @@ from typing import Any
 import boto3
 import pytest
 
-from lineage_core import cloudformation, destination
-from lineage_core.role_spec import RoleSpec
-from lineage_core.terraform_bundle import build_zip, hcl_string
+from lineage_core.setup import cloudformation, destination
+from lineage_core.setup.role_spec import RoleSpec
+from lineage_core.setup.terraform_bundle import build_zip, hcl_string
 from tests.terraform_support import (
     MODULE_DIR,
     POLICIES_DIR,

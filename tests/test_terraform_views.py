@@ -11,10 +11,10 @@ from flask import Flask, render_template
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts import create_organization, create_user
-from lineage_core.models import Connector, Role, User
-from lineage_core.role_spec import RoleSpec
-from lineage_core.terraform_bundle import bundle_folder, download_name, root_configuration, root_snippet
+from lineage_core.accounts.users import create_organization, create_user
+from lineage_core.infra.models import Connector, Role, User
+from lineage_core.setup.role_spec import RoleSpec
+from lineage_core.setup.terraform_bundle import bundle_folder, download_name, root_configuration, root_snippet
 from tests.conftest import PASSWORD, VENDOR_ACCOUNT_ID, login, post_form
 from tests.wizard_helpers import CUSTOMER_ACCOUNT, start_and_fill
 

@@ -11,12 +11,12 @@ from rq_scheduler import Scheduler
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
-from lineage_core.schedule import next_nightly_run_after
-from lineage_core.tick import INTERRUPTED_MESSAGE, run_tick
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
+from lineage_core.schedule.rules import next_nightly_run_after
+from lineage_core.schedule.tick import INTERRUPTED_MESSAGE, run_tick
 from tests.services import flush_redis_except_claim
-from worker.schedule import PeriodicJob, reconcile
+from worker.periodic_jobs import PeriodicJob, reconcile
 
 
 def _connector(db: Session, org: Organization, n: int, **fields: object) -> Connector:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from redis import Redis
 from rq import Worker
 
-from lineage_core.config import Settings
+from lineage_core.infra.config import Settings
 from tests.services import running_worker
 from worker.healthcheck import check
 

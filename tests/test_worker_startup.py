@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import text
 
-from lineage_core.config import Settings
-from lineage_core.db import get_engine, session_factory
-from lineage_core.process import prepare_for_jobs
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import get_engine, session_factory
+from lineage_core.infra.process import prepare_for_jobs
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,7 @@ def test_a_database_that_is_down_at_start_up_is_only_a_warning(
     down = dataclasses.replace(
         base_settings, database_url="postgresql+psycopg://nobody:secret-pw@127.0.0.1:1/none"
     )
-    with caplog.at_level(logging.WARNING, logger="lineage_core.process"):
+    with caplog.at_level(logging.WARNING, logger="lineage_core.infra.process"):
         prepare_for_jobs(down)
 
     assert "database not reachable at start-up (OperationalError)" in caplog.text

@@ -18,9 +18,9 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 
-from lineage_core.aws import AssumedCredentials
-from lineage_core.config import Settings
-from lineage_core.write_check import Destination, WriteCheckError, run_write_check
+from lineage_core.infra.aws import AssumedCredentials
+from lineage_core.infra.config import Settings
+from lineage_core.setup.write_check import Destination, WriteCheckError, run_write_check
 
 ROLE_ARN = "arn:aws:iam::210987654321:role/FoundationalOpenLineageExport"
 DESTINATION = Destination(
@@ -75,7 +75,7 @@ class StubbedClients:
 @pytest.fixture
 def stubs(monkeypatch: pytest.MonkeyPatch) -> Any:
     # A fixed probe body, so the stubbed GetObject can return exactly what was written.
-    monkeypatch.setattr("lineage_core.write_check.secrets.token_hex", lambda _n: "f" * 32)
+    monkeypatch.setattr("lineage_core.setup.write_check.secrets.token_hex", lambda _n: "f" * 32)
     clients = StubbedClients()
     with clients.sts_stub, clients.s3_stub:
         yield clients

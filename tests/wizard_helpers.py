@@ -10,9 +10,9 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.cloudformation import expected_policies
-from lineage_core.models import Connector
-from lineage_core.role_spec import RoleSpec
+from lineage_core.infra.models import Connector
+from lineage_core.setup.cloudformation import expected_policies
+from lineage_core.setup.role_spec import RoleSpec
 from tests.conftest import post_form
 
 CUSTOMER_ACCOUNT = "123456789012"  # moto's account; the template's Rule compares it with AWS::AccountId

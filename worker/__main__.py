@@ -6,7 +6,7 @@ from redis import Redis
 from rq import Queue, Worker
 
 import worker.jobs  # noqa: F401  (imported here, once, rather than in every job's fork)
-from lineage_core.process import prepare_for_jobs, start_process
+from lineage_core.infra.process import prepare_for_jobs, start_process
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ from redis.exceptions import RedisError
 from rq import Queue, Worker
 from rq.worker import WorkerStatus
 
-from lineage_core.config import ConfigError, Settings
+from lineage_core.infra.config import ConfigError, Settings
 
 HEARTBEAT_WINDOW = timedelta(minutes=3)
 

@@ -10,19 +10,19 @@ from typing import Any
 
 from rq import get_current_job
 
-from lineage_core.config import Settings
-from lineage_core.exporter import ExportError, TransientExportError, run_export
+from lineage_core.export.run import ExportError, TransientExportError, run_export
+from lineage_core.infra.config import Settings
 
 
 def export_connector(run_id: int) -> dict[str, Any] | None:
-    """Run the export of run ``run_id`` (see :func:`lineage_core.exporter.run_export`).
+    """Run the export of run ``run_id`` (see :func:`lineage_core.export.run.run_export`).
 
     Returns:
         The export's result (events, bytes, ETag, version, trimmed/omitted events), or None when the
         run was no longer queued and nothing was done.
 
     Raises:
-        lineage_core.exporter.ExportError: the export failed (the run is recorded as failed); a
+        lineage_core.export.run.ExportError: the export failed (the run is recorded as failed); a
             ``TransientExportError`` when a retry soon is likely to succeed.
     """
     job = get_current_job()

@@ -1,6 +1,6 @@
 """``python -m worker.scheduler``: the Procfile's scheduler process (rq-scheduler).
 
-Reconciles the periodic jobs of :mod:`worker.schedule`, then moves them onto the schedule queue as
+Reconciles the periodic jobs of :mod:`worker.periodic_jobs`, then moves them onto the schedule queue as
 they come due. Several may run: rq-scheduler takes a lock, so only one enqueues at a time.
 """
 
@@ -11,8 +11,8 @@ import logging
 from redis import Redis
 from rq_scheduler import Scheduler
 
-from lineage_core.process import start_process
-from worker.schedule import reconcile
+from lineage_core.infra.process import start_process
+from worker.periodic_jobs import reconcile
 
 
 def main() -> int:

@@ -10,7 +10,7 @@ Modules, one job each:
 - :mod:`~lineage_core.lineage.statements`: the merge's SQL, built once.
 - :mod:`~lineage_core.lineage.ingest`: one event, one transaction, with retries.
 - :mod:`~lineage_core.lineage.graph`: stream an organization's graph job by job (the export's input).
-- :mod:`~lineage_core.lineage.api_keys`: the ingest API's keys.
+- :mod:`~lineage_core.accounts.api_keys`: the ingest API's keys.
 - :mod:`~lineage_core.lineage.importer`: import a newline-delimited file of events.
-- :mod:`~lineage_core.lineage.synthetic`: generate realistic synthetic organizations.
+- :mod:`~lineage_core.demo.synthetic`: generate realistic synthetic organizations.
 """

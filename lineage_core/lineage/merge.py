@@ -34,10 +34,10 @@ from typing import Any
 from sqlalchemy import Row, insert
 from sqlalchemy.orm import Session
 
+from lineage_core.infra.models import utcnow
 from lineage_core.lineage import statements as sql
 from lineage_core.lineage import versions
 from lineage_core.lineage.event import DELETED, Dataset, Deleted, Event, Field, JobType, Sql
-from lineage_core.models import utcnow
 
 DatasetKey = tuple[str, str]
 _LOOKUP_CHUNK = 100  # datasets per lookup statement

@@ -26,8 +26,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from lineage_core.db import Base
-from lineage_core.models import UtcDateTime, utcnow
+from lineage_core.infra.db import Base
+from lineage_core.infra.models import UtcDateTime, utcnow
 
 # Limits the ingest API checks before anything reaches these columns (see lineage_core.lineage.parse).
 NAMESPACE_MAX = 512

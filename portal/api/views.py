@@ -31,10 +31,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from lineage_core.lineage.api_keys import AuthenticationError, authenticate, parse_bearer, record_use
+from lineage_core.accounts.api_keys import AuthenticationError, authenticate, parse_bearer, record_use
+from lineage_core.infra.models import Organization
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.parse import EventError, Problem, parse_event
-from lineage_core.models import Organization
 from portal.database import get_db
 from portal.extensions import csrf
 from portal.security import public_endpoint

@@ -6,7 +6,7 @@ from flask_wtf import FlaskForm
 from wtforms import StringField, SubmitField
 from wtforms.validators import DataRequired, Length
 
-from lineage_core.lineage.api_keys import NAME_MAX
+from lineage_core.accounts.api_keys import NAME_MAX
 
 
 class CreateApiKeyForm(FlaskForm):

@@ -6,7 +6,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, url_for
 from flask_login import current_user
 from werkzeug.wrappers.response import Response
 
-from lineage_core.lineage.api_keys import ApiKeyError, create_api_key, list_api_keys, revoke_api_key
+from lineage_core.accounts.api_keys import ApiKeyError, create_api_key, list_api_keys, revoke_api_key
 from portal.api_keys.forms import CreateApiKeyForm, RevokeApiKeyForm
 from portal.database import get_db
 from portal.security import org_admin_required

@@ -8,7 +8,7 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_login import login_user, logout_user
 from werkzeug.wrappers.response import Response
 
-from lineage_core.accounts import authenticate
+from lineage_core.accounts.users import authenticate
 from portal.auth.forms import LoginForm, LogoutForm
 from portal.database import get_db
 from portal.security import PortalUser

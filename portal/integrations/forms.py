@@ -9,7 +9,7 @@ from flask_wtf import FlaskForm
 from wtforms import StringField, SubmitField
 from wtforms.validators import Length
 
-from lineage_core import destination as rules
+from lineage_core.setup import destination as rules
 from portal.forms import ParsedBy
 
 # Generous outer limits: the parsers give the precise messages; these stop absurd payloads early.

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from lineage_core import cloudformation
-from lineage_core.config import Settings
-from lineage_core.local_stack import LocalDeployError, deploy_template, stack_name_for
-from lineage_core.role_spec import RoleSpec
+from lineage_core.demo.local_stack import LocalDeployError, deploy_template, stack_name_for
+from lineage_core.infra.config import Settings
+from lineage_core.setup import cloudformation
+from lineage_core.setup.role_spec import RoleSpec
 
 
 def deploy_stack(settings: Settings, spec: RoleSpec) -> tuple[bool, str]:

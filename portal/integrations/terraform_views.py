@@ -10,9 +10,9 @@ from __future__ import annotations
 from flask import Blueprint, Response, redirect, url_for
 from werkzeug.wrappers.response import Response as BaseResponse
 
-from lineage_core import terraform_bundle
-from lineage_core.models import Connector
-from lineage_core.role_spec import RoleSpec
+from lineage_core.infra.models import Connector
+from lineage_core.setup import terraform_bundle
+from lineage_core.setup.role_spec import RoleSpec
 from portal.database import settings
 from portal.security import org_admin_required
 

@@ -8,15 +8,15 @@ from flask import Blueprint, Response, abort, current_app, flash, redirect, rend
 from flask_login import current_user
 from werkzeug.wrappers.response import Response as BaseResponse
 
-from lineage_core import cloudformation, connectors
-from lineage_core.connectors import ConnectorSettings
-from lineage_core.destination import export_key, partition_for_region, s3_url
-from lineage_core.export_queue import request_export
-from lineage_core.models import Connector, ConnectorStatus
-from lineage_core.reader_policy import reader_policy
-from lineage_core.role_spec import RoleSpec
-from lineage_core.schedule import refresh_next_export
-from lineage_core.write_check import WriteCheckError, run_write_check
+from lineage_core.export.queue import request_export
+from lineage_core.infra.models import Connector, ConnectorStatus
+from lineage_core.schedule.rules import refresh_next_export
+from lineage_core.setup import cloudformation, connectors
+from lineage_core.setup.connectors import ConnectorSettings
+from lineage_core.setup.destination import export_key, partition_for_region, s3_url
+from lineage_core.setup.reader_policy import reader_policy
+from lineage_core.setup.role_spec import RoleSpec
+from lineage_core.setup.write_check import WriteCheckError, run_write_check
 from portal.database import get_db, settings
 from portal.integrations import local_aws, terraform_views
 from portal.integrations.forms import ConfirmForm, ConnectionForm

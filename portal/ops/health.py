@@ -11,8 +11,8 @@ from redis.exceptions import RedisError
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from lineage_core.export_queue import redis_connection
-from lineage_core.metrics import ServiceCollector
+from lineage_core.export.queue import redis_connection
+from lineage_core.ops.metrics import ServiceCollector
 from portal.database import get_db, settings
 from portal.security import public_endpoint
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, render_template, request
 from redis.exceptions import RedisError
 
-from lineage_core.export_queue import redis_connection
-from lineage_core.ops_status import connector_health, queue_health, worker_health
+from lineage_core.export.queue import redis_connection
+from lineage_core.ops.status import connector_health, queue_health, worker_health
 from portal.database import get_db, settings
 from portal.security import operator_required
 

@@ -19,10 +19,13 @@ from typing import Any
 
 import yaml
 
-from lineage_core.models import Connector
-from lineage_core.role_spec import RoleSpec
+from lineage_core.infra.models import Connector
+from lineage_core.setup.role_spec import RoleSpec
 
-TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "cfn_templates" / "openlineage-export-role.yaml"
+# The repository's cfn_templates/, linked into the package so that an installed wheel carries it.
+TEMPLATE_PATH = (
+    Path(__file__).parent / "role_templates" / "cloudformation" / "openlineage-export-role.yaml"
+).resolve()
 
 S3_POLICY_NAME = "openlineage-export-s3"
 KMS_POLICY_NAME = "openlineage-export-kms"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lineage_core.models import Connector
+from lineage_core.infra.models import Connector
 
 
 @dataclass(frozen=True)

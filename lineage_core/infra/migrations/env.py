@@ -3,8 +3,8 @@
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-import lineage_core.all_models  # noqa: F401  (registers every table on Base.metadata)
-from lineage_core.db import Base
+import lineage_core.infra.all_models  # noqa: F401  (registers every table on Base.metadata)
+from lineage_core.infra.db import Base
 
 config = context.config
 target_metadata = Base.metadata

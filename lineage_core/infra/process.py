@@ -9,8 +9,8 @@ import sys
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import configure_mappers
 
-from lineage_core import aws, db
-from lineage_core.config import ConfigError, Settings
+from lineage_core.infra import aws, db
+from lineage_core.infra.config import ConfigError, Settings
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, time, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, RunStatus
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus
 
 NIGHTLY_RUN_UTC = time(2, 0, tzinfo=UTC)
 

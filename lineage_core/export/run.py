@@ -1,7 +1,7 @@
 """Run one export: the org's current lineage, as OpenLineage NDJSON, into the connector's bucket.
 
 :func:`run_export` is what the RQ job ``worker.jobs.export_connector(run_id)`` does. The contract with
-:mod:`lineage_core.export_queue` (which creates the run ``queued`` before enqueueing the job) and with the
+:mod:`lineage_core.export.queue` (which creates the run ``queued`` before enqueueing the job) and with the
 scheduler's tick (which closes runs whose worker died):
 
 1. The run is claimed atomically, ``queued`` → ``running`` with ``started_at``, and committed. A run that
@@ -10,22 +10,22 @@ scheduler's tick (which closes runs whose worker died):
 2. The snapshot: the customer's role is assumed with the connector's External ID (on the side, while
    the first part is generated); the org's graph is
    read in one REPEATABLE READ, read-only transaction (one consistent instant, on PostgreSQL) and each
-   job becomes one RunEvent line (:mod:`lineage_core.openlineage_events`, eventTime = ``started_at``);
+   job becomes one RunEvent line (:mod:`lineage_core.export.events`, eventTime = ``started_at``);
    the lines are streamed into ``<prefix>/openlineage-events.jsonl`` through one multipart upload
-   (:mod:`lineage_core.s3_stream`) that completes at the end or is aborted, so readers only ever see the
-   previous complete file or the new complete file. The upload's id is committed on the run as soon
-   as it exists; once the new file is in place, uploads that earlier runs left pending (their worker
-   was killed) are aborted.
+   (:mod:`lineage_core.export.s3_stream`) that completes at the end or is aborted, so readers only
+   ever see the previous complete file or the new complete file. The upload's id is committed on the
+   run as soon as it exists; once the new file is in place, uploads that earlier runs left pending
+   (their worker was killed) are aborted.
 3. The run is closed ``succeeded`` (finished_at, events, bytes, ETag, version, and the counts of the
    300 KB rule: events trimmed, jobs left out) or ``failed`` (finished_at and an error the admin can
    act on), only if it is still ``running`` (the tick may have closed it), and the connector's next
-   export time is refreshed (:func:`lineage_core.schedule.refresh_next_export`).
+   export time is refreshed (:func:`lineage_core.schedule.rules.refresh_next_export`).
 4. A failure is raised, never returned, so RQ records the job as failed: :class:`ExportError`, or
    :class:`TransientExportError` for causes that usually pass by themselves (S3 throttling or 5xx,
    network, database connection) and merit an early retry with backoff. ``KeyboardInterrupt`` and
    ``SystemExit`` (worker shutdown) are recorded and re-raised as they are.
 
-Nothing here logs credentials: the assumed-role credentials never leave :mod:`lineage_core.aws`'s
+Nothing here logs credentials: the assumed-role credentials never leave :mod:`lineage_core.infra.aws`'s
 clients, and database errors are described by their type only (their text can carry SQL parameters).
 """
 
@@ -46,15 +46,9 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from lineage_core import aws
-from lineage_core.config import Settings
-from lineage_core.db import session_factory
-from lineage_core.destination import EXPORT_FILE_NAME, export_key, s3_url
-from lineage_core.export_queue import EXPORT_JOB_TIMEOUT_SECONDS
-from lineage_core.lineage.graph import iter_org_graph
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
-from lineage_core.openlineage_events import EventStats, EventWriter
-from lineage_core.s3_stream import (
+from lineage_core.export.events import EventStats, EventWriter
+from lineage_core.export.queue import EXPORT_JOB_TIMEOUT_SECONDS
+from lineage_core.export.s3_stream import (
     DEFAULT_PART_SIZE,
     DEFAULT_UPLOAD_THREADS,
     ObjectTooLargeError,
@@ -63,9 +57,15 @@ from lineage_core.s3_stream import (
     UploadedObject,
     upload_stream,
 )
-from lineage_core.schedule import refresh_next_export
-from lineage_core.tick import INTERRUPTED_MESSAGE
-from lineage_core.write_check import AwsClients, LiveAwsClients, describe_aws_error
+from lineage_core.infra import aws
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import session_factory
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
+from lineage_core.lineage.graph import iter_org_graph
+from lineage_core.schedule.rules import refresh_next_export
+from lineage_core.schedule.tick import INTERRUPTED_MESSAGE
+from lineage_core.setup.destination import EXPORT_FILE_NAME, export_key, s3_url
+from lineage_core.setup.write_check import AwsClients, LiveAwsClients, describe_aws_error
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def run_export(
 
     Args:
         settings: the process's settings (database, AWS endpoint and region).
-        run_id: an :class:`~lineage_core.models.ExportRun` created ``queued`` by ``request_export``.
+        run_id: an :class:`~lineage_core.infra.models.ExportRun` created ``queued`` by ``request_export``.
         clients: where STS and S3 clients come from; tests substitute instrumented ones.
         part_size: bytes of each of the first multipart parts (at least 5 MiB; see s3_stream).
         upload_threads: parts uploaded while the next one is generated.

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from lineage_core.models import ApiKey, utcnow
+from lineage_core.infra.models import ApiKey, utcnow
 
 KEY_PREFIX = "olk_"
 NAME_MAX = 200

@@ -14,7 +14,7 @@ import botocore.session
 from botocore.config import Config
 from botocore.loaders import Loader
 
-from lineage_core.config import Settings
+from lineage_core.infra.config import Settings
 
 # Background work (exports): adaptive retries absorb throttling and transient network errors.
 BACKGROUND_CONFIG = Config(

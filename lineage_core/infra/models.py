@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from lineage_core.db import Base
+from lineage_core.infra.db import Base
 
 
 def utcnow() -> datetime:
@@ -142,7 +142,7 @@ class Connector(Base):
     verified_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     last_check_error: Mapped[str | None] = mapped_column(Text)
 
-    # When the schedule next wants an export; derived from the runs by lineage_core.schedule and
+    # When the schedule next wants an export; derived from the runs by lineage_core.schedule.rules and
     # stored so that the tick's query costs what the number of due connectors costs.
     next_export_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
@@ -187,12 +187,12 @@ class ExportRun(Base):
     bytes: Mapped[int | None] = mapped_column(BigInteger)
     etag: Mapped[str | None] = mapped_column(String(200))
     version_id: Mapped[str | None] = mapped_column(String(1024))
-    # The 300 KB rule (lineage_core.openlineage_events): events written with less detail, and jobs left
+    # The 300 KB rule (lineage_core.export.events): events written with less detail, and jobs left
     # out of the file. NULL for runs that did not succeed, and for runs recorded before they were kept.
     trimmed: Mapped[int | None] = mapped_column(Integer)
     omitted: Mapped[int | None] = mapped_column(Integer)
     # The run's multipart upload, from its start until it is completed: a worker killed mid-export
-    # cannot abort it, so the connector's next successful export does (lineage_core.exporter).
+    # cannot abort it, so the connector's next successful export does (lineage_core.export.run).
     upload_id: Mapped[str | None] = mapped_column(String(1024))
     error: Mapped[str | None] = mapped_column(Text)
 

@@ -18,10 +18,11 @@ import re
 import zipfile
 from pathlib import Path
 
-from lineage_core.models import Connector
-from lineage_core.role_spec import RoleSpec
+from lineage_core.infra.models import Connector
+from lineage_core.setup.role_spec import RoleSpec
 
-MODULE_DIR = Path(__file__).resolve().parent.parent / "terraform"
+# The repository's terraform/, linked into the package so that an installed wheel carries it.
+MODULE_DIR = (Path(__file__).parent / "role_templates" / "terraform").resolve()
 
 # Where the module sits inside the zip, relative to the generated root configuration.
 MODULE_SOURCE = "./modules/openlineage-export-role"

@@ -15,10 +15,10 @@ from rq import Queue
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.export_queue import redis_connection
+from lineage_core.export.queue import redis_connection
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import Connector, ExportRun, RunStatus
 from lineage_core.lineage.models import LineageColumnLineage, LineageDataset, LineageJob
-from lineage_core.models import Connector, ExportRun, RunStatus
 
 
 class ServiceCollector(Collector):

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from lineage_core.destination import new_external_id
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
-from lineage_core.schedule import refresh_next_export
-from lineage_core.write_check import Destination, WriteCheckResult
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
+from lineage_core.schedule.rules import refresh_next_export
+from lineage_core.setup.destination import new_external_id
+from lineage_core.setup.write_check import Destination, WriteCheckResult
 
 # Changing any of these changes the role or the policy the customer deployed, so the connector goes
 # back through download and write check before it exports again.

@@ -11,8 +11,8 @@ from rq import Queue, Worker
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.models import Connector, ExportRun, Organization, RunStatus, utcnow
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import Connector, ExportRun, Organization, RunStatus, utcnow
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lineage_core.destination import EXPORT_FILE_NAME, object_key
+from lineage_core.setup.destination import EXPORT_FILE_NAME, object_key
 
 
 def reader_policy(bucket: str, prefix: str, partition: str = "aws") -> dict[str, Any]:

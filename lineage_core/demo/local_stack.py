@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import time
 
-from lineage_core.aws import vendor_client
-from lineage_core.config import Settings
+from lineage_core.infra.aws import vendor_client
+from lineage_core.infra.config import Settings
 
 _DONE = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
 _FAILED_SUFFIXES = ("_FAILED", "ROLLBACK_COMPLETE")

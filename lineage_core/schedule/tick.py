@@ -20,17 +20,17 @@ from rq.job import Job, JobStatus
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.db import session_factory
-from lineage_core.export_queue import (
+from lineage_core.export.queue import (
     EXPORT_JOB_TIMEOUT_SECONDS,
     enqueue_runs,
     export_job_id,
     redis_connection,
     request_exports,
 )
-from lineage_core.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
-from lineage_core.schedule import refresh_next_export
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import session_factory
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
+from lineage_core.schedule.rules import refresh_next_export
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from typing import Any, Protocol
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lineage_core import aws
-from lineage_core.config import Settings
-from lineage_core.destination import partition_for_region, probe_key, role_arn, s3_url
+from lineage_core.infra import aws
+from lineage_core.infra.config import Settings
+from lineage_core.setup.destination import partition_for_region, probe_key, role_arn, s3_url
 
 _TRUST_ADVICE = (
     "Check that the stack was created in AWS account {account} from the downloaded template, "

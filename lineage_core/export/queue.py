@@ -19,8 +19,8 @@ from sqlalchemy import String, cast, literal, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from lineage_core.config import Settings
-from lineage_core.models import Connector, ExportRun, RunStatus, utcnow
+from lineage_core.infra.config import Settings
+from lineage_core.infra.models import Connector, ExportRun, RunStatus, utcnow
 
 EXPORT_JOB = "worker.jobs.export_connector"
 EXPORT_JOB_TIMEOUT_SECONDS = 2 * 3600
