@@ -297,7 +297,7 @@ def cpu_seconds() -> float:
 
 def child_generate(org_id: int, out: str | None) -> dict[str, Any]:
     from lineage_core.export.events import EventWriter
-    from lineage_core.export.run import snapshot_session, write_snapshot_lines
+    from lineage_core.export.snapshot import snapshot_session, write_snapshot_lines
     from lineage_core.infra.process import prepare_for_jobs
 
     settings = Settings.from_env()
@@ -326,8 +326,8 @@ def child_generate(org_id: int, out: str | None) -> dict[str, Any]:
 def child_e2e(run_id: int) -> dict[str, Any]:
     from lineage_core.export.run import run_export
     from lineage_core.infra import aws
+    from lineage_core.infra.aws import LiveAwsClients
     from lineage_core.infra.process import prepare_for_jobs
-    from lineage_core.setup.write_check import LiveAwsClients
 
     settings = Settings.from_env()
     # What `python -m worker` does before it takes jobs (each job runs in a fork that inherits it).
@@ -357,7 +357,7 @@ def child_compare(org_id: int, sample: int) -> dict[str, Any]:
     import orjson
 
     from lineage_core.export.events import EventWriter
-    from lineage_core.export.run import fewer_collections, snapshot_session
+    from lineage_core.export.snapshot import fewer_collections, snapshot_session
     from lineage_core.lineage.graph import iter_org_graph
 
     settings = Settings.from_env()

@@ -19,7 +19,7 @@ from flask.cli import AppGroup
 
 from lineage_core.accounts.users import AccountError, get_organization
 from lineage_core.export.events import EventWriter
-from lineage_core.export.run import snapshot_session, write_snapshot_lines
+from lineage_core.export.snapshot import snapshot_session, write_snapshot_lines
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import session_scope
 from lineage_core.infra.models import utcnow

@@ -21,20 +21,14 @@ from botocore.stub import Stubber
 from sqlalchemy.orm import Session
 
 from lineage_core.export.events import EventWriter
-from lineage_core.export.run import (
-    GENERATION_GC_THRESHOLD,
-    ExportError,
-    TransientExportError,
-    run_export,
-    write_snapshot_lines,
-)
+from lineage_core.export.run import ExportError, TransientExportError, run_export
 from lineage_core.export.s3_stream import MIN_PART_SIZE, NDJSON_CONTENT_TYPE
-from lineage_core.infra.aws import AssumedCredentials
+from lineage_core.export.snapshot import GENERATION_GC_THRESHOLD, write_snapshot_lines
+from lineage_core.infra.aws import AssumedCredentials, LiveAwsClients
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
 from lineage_core.lineage.importer import import_events
 from lineage_core.schedule.rules import next_nightly_run_after
-from lineage_core.setup.write_check import LiveAwsClients
 from tests.export_helpers import (
     BUCKET,
     KEY,
@@ -459,7 +453,7 @@ def test_a_failed_cleanup_keeps_the_upload_for_the_next_export(
         stubber.add_client_error("abort_multipart_upload", "AccessDenied", "Access Denied", 403)
         client.meta.events.register("before-call.s3.PutObject", lambda **_: stubber.activate())
 
-    with caplog.at_level("WARNING", logger="lineage_core.export.run"):
+    with caplog.at_level("WARNING", logger="lineage_core.export.leftovers"):
         run_id = queued_run(db, connector)
         run_export(settings, run_id, clients=HookedClients(settings, refuse_abort))
 

@@ -19,10 +19,9 @@ from sqlalchemy.orm import Session
 
 from lineage_core.export.queue import EXPORT_RETRY, enqueue_runs, export_job_id
 from lineage_core.export.run import TransientExportError, run_export
-from lineage_core.infra.aws import AssumedCredentials
+from lineage_core.infra.aws import AssumedCredentials, LiveAwsClients
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Organization, RunStatus
-from lineage_core.setup.write_check import LiveAwsClients
 from tests.export_helpers import body, make_connector, queued_run, run_of
 from tests.services import process_env
 

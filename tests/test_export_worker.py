@@ -16,12 +16,13 @@ from redis import Redis
 from rq.job import Job, JobStatus
 from sqlalchemy.orm import Session
 
+from lineage_core.export.failures import INTERRUPTED_MESSAGE
 from lineage_core.export.queue import EXPORT_JOB_TIMEOUT_SECONDS, export_job_id, request_export
 from lineage_core.export.run import run_export
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Connector, ExportRun, Organization, RunStatus
 from lineage_core.schedule.rules import next_nightly_run_after
-from lineage_core.schedule.tick import INTERRUPTED_MESSAGE, run_tick
+from lineage_core.schedule.tick import run_tick
 from tests.conftest import s3_client
 from tests.export_helpers import (
     BUCKET,
@@ -111,7 +112,10 @@ def test_a_failed_export_fails_its_rq_job_and_records_why(
     # Raised, not returned: RQ holds the exception, and the job has no result.
     latest = job.latest_result()
     assert latest is not None and latest.exc_string is not None
-    assert "lineage_core.export.run.ExportError: Could not write to s3://missing-bucket/" in latest.exc_string
+    assert (
+        "lineage_core.export.failures.ExportError: Could not write to s3://missing-bucket/"
+        in latest.exc_string
+    )
     assert job.return_value() is None
 
 

@@ -11,10 +11,11 @@ from rq_scheduler import Scheduler
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lineage_core.export.failures import INTERRUPTED_MESSAGE
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
 from lineage_core.schedule.rules import next_nightly_run_after
-from lineage_core.schedule.tick import INTERRUPTED_MESSAGE, run_tick
+from lineage_core.schedule.tick import run_tick
 from tests.services import flush_redis_except_claim
 from worker.periodic_jobs import PeriodicJob, reconcile
 

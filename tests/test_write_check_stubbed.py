@@ -20,15 +20,15 @@ from botocore.stub import ANY, Stubber
 
 from lineage_core.infra.aws import AssumedCredentials
 from lineage_core.infra.config import Settings
-from lineage_core.setup.write_check import Destination, WriteCheckError, run_write_check
+from lineage_core.setup.destination import Destination
+from lineage_core.setup.write_check import WriteCheckError, run_write_check
 
 ROLE_ARN = "arn:aws:iam::210987654321:role/FoundationalOpenLineageExport"
 DESTINATION = Destination(
     bucket="acme-lineage",
     prefix="foundational/openlineage",
     account_id="210987654321",
-    role_name="FoundationalOpenLineageExport",
-    role_path="/",
+    role_arn=ROLE_ARN,
     external_id="olx-abcdefghijklmnopqrstuvwxyz012345",
 )
 SETTINGS = Settings(

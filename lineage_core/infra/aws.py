@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import botocore.session
 from botocore.config import Config
@@ -110,3 +110,26 @@ def customer_client(
         aws_secret_access_key=credentials.secret_access_key,
         aws_session_token=credentials.session_token,
     )
+
+
+class AwsClients(Protocol):
+    """Where the write check and the export get their clients: the seam tests substitute stubbed ones at."""
+
+    def sts(self) -> Any: ...
+
+    def s3(self, credentials: AssumedCredentials, region: str) -> Any: ...
+
+
+class LiveAwsClients:
+    """Real clients. ``config`` sets timeouts and retries: fail fast by default, for an admin waiting
+    on Save; the export passes :data:`BACKGROUND_CONFIG`, which retries throttling patiently."""
+
+    def __init__(self, settings: Settings, config: Config = INTERACTIVE_CONFIG) -> None:
+        self._settings = settings
+        self._config = config
+
+    def sts(self) -> Any:
+        return vendor_client(self._settings, "sts", config=self._config)
+
+    def s3(self, credentials: AssumedCredentials, region: str) -> Any:
+        return customer_client(self._settings, credentials, "s3", region, config=self._config)

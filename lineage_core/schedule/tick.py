@@ -20,6 +20,7 @@ from rq.job import Job, JobStatus
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lineage_core.export.failures import INTERRUPTED_MESSAGE
 from lineage_core.export.queue import (
     EXPORT_JOB_TIMEOUT_SECONDS,
     enqueue_runs,
@@ -34,10 +35,6 @@ from lineage_core.schedule.rules import refresh_next_export
 
 log = logging.getLogger(__name__)
 
-INTERRUPTED_MESSAGE = (
-    "The export was interrupted before it finished (the worker running it stopped). "
-    "The previous export file is unchanged. Foundational retries on the next nightly run."
-)
 # How long a job may go unseen by RQ before we believe it is lost rather than just starting.
 _GRACE = timedelta(minutes=2)
 _BATCH = 500

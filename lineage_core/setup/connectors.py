@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 
 from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
 from lineage_core.schedule.rules import refresh_next_export
-from lineage_core.setup.destination import new_external_id
-from lineage_core.setup.write_check import Destination, WriteCheckResult
+from lineage_core.setup.destination import Destination, new_external_id, role_arn
+from lineage_core.setup.write_check import WriteCheckResult
 
 # Changing any of these changes the role or the policy the customer deployed, so the connector goes
 # back through download and write check before it exports again.
@@ -73,7 +73,12 @@ def apply_settings(connector: Connector, values: ConnectorSettings) -> bool:
     return role_changed
 
 
-def destination_of(connector: Connector) -> Destination:
+def destination_of(connector: Connector, partition: str) -> Destination:
+    """The destination the write check proves, with the role ARN built from the connector's settings.
+
+    Args:
+        partition: the AWS partition of our region (``aws``, ``aws-cn``...), which the role's ARN names.
+    """
     if not connector.settings_complete:
         raise ValueError("the connector's destination settings are not complete")
     assert connector.bucket and connector.account_id and connector.role_name
@@ -81,8 +86,7 @@ def destination_of(connector: Connector) -> Destination:
         bucket=connector.bucket,
         prefix=connector.prefix,
         account_id=connector.account_id,
-        role_name=connector.role_name,
-        role_path=connector.role_path,
+        role_arn=role_arn(partition, connector.account_id, connector.role_path, connector.role_name),
         external_id=connector.external_id,
         kms_key_arn=connector.kms_key_arn,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import secrets
+from dataclasses import dataclass
 
 EXPORT_FILE_NAME = "openlineage-events.jsonl"
 PROBE_OBJECT_NAME = ".foundational-export-writecheck"
@@ -205,3 +206,25 @@ def partition_for_region(region: str) -> str:
 
 def role_arn(partition: str, account_id: str, role_path: str, role_name: str) -> str:
     return f"arn:{partition}:iam::{account_id}:role{role_path}{role_name}"
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a connector's export lands and the role that may write it.
+
+    The one shape the write check (on Save) and the export (in a worker) read a connector's settings
+    in, so that no ORM object crosses a long export and both check exactly the same thing.
+    """
+
+    bucket: str
+    prefix: str
+    account_id: str
+    role_arn: str
+    external_id: str
+    kms_key_arn: str | None = None
+    region: str | None = None  # the bucket's region, once a write check has found it
+
+    @property
+    def url(self) -> str:
+        """``s3://bucket/prefix/openlineage-events.jsonl``, as the admin sees it."""
+        return s3_url(self.bucket, self.prefix, EXPORT_FILE_NAME)

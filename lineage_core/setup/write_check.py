@@ -12,36 +12,20 @@ from __future__ import annotations
 import secrets
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lineage_core.infra import aws
+from lineage_core.infra.aws_errors import describe_aws_error, error_code
 from lineage_core.infra.config import Settings
-from lineage_core.setup.destination import partition_for_region, probe_key, role_arn, s3_url
+from lineage_core.setup.advice import WRITE_ADVICE, write_advice
+from lineage_core.setup.destination import Destination, probe_key, s3_url
 
 _TRUST_ADVICE = (
     "Check that the stack was created in AWS account {account} from the downloaded template, "
     "and that the AWS Account ID, IAM Role Name and External ID match it."
 )
-_WRITE_ADVICE = "Check the bucket name, and that the role's policy covers the bucket and prefix."
-_KMS_ADVICE = (
-    " For SSE-KMS buckets, also check that the role may use the key (kms:GenerateDataKey, kms:Decrypt)."
-)
-
-
-@dataclass(frozen=True)
-class Destination:
-    """What the write check needs to know about a connector."""
-
-    bucket: str
-    prefix: str
-    account_id: str
-    role_name: str
-    role_path: str
-    external_id: str
-    kms_key_arn: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,56 +38,16 @@ class WriteCheckError(Exception):
     """The check failed; ``str(error)`` is the message for the admin."""
 
 
-class AwsClients(Protocol):
-    """Where the check gets its clients; tests substitute stubbed ones."""
-
-    def sts(self) -> Any: ...
-
-    def s3(self, credentials: aws.AssumedCredentials, region: str) -> Any: ...
-
-
-class LiveAwsClients:
-    """Real clients. ``config`` sets timeouts and retries: fail fast by default, for an admin waiting
-    on Save; the export passes :data:`aws.BACKGROUND_CONFIG`, which retries throttling patiently."""
-
-    def __init__(self, settings: Settings, config: Config = aws.INTERACTIVE_CONFIG) -> None:
-        self._settings = settings
-        self._config = config
-
-    def sts(self) -> Any:
-        return aws.vendor_client(self._settings, "sts", config=self._config)
-
-    def s3(self, credentials: aws.AssumedCredentials, region: str) -> Any:
-        return aws.customer_client(self._settings, credentials, "s3", region, config=self._config)
-
-
-def describe_aws_error(error: BaseException) -> str:
-    """A short, secret-free description of an AWS failure: the error code and AWS's message."""
-    if isinstance(error, ClientError):
-        info = error.response.get("Error", {})
-        code = info.get("Code") or "Error"
-        message = info.get("Message") or ""
-        return f"{code} ({message})" if message and message != code else str(code)
-    if isinstance(error, BotoCoreError):
-        return f"AWS could not be reached: {error}"
-    return type(error).__name__
-
-
 def run_write_check(
-    settings: Settings, destination: Destination, clients: AwsClients | None = None
+    settings: Settings, destination: Destination, clients: aws.AwsClients | None = None
 ) -> WriteCheckResult:
     """Prove we can write the export with this destination's role.
 
     Raises:
         WriteCheckError: any step failed; nothing is left behind in the bucket that we could delete.
     """
-    clients = clients or LiveAwsClients(settings)
-    arn = role_arn(
-        partition_for_region(settings.aws_region),
-        destination.account_id,
-        destination.role_path,
-        destination.role_name,
-    )
+    clients = clients or aws.LiveAwsClients(settings)
+    arn = destination.role_arn
     sts = clients.sts()
     credentials = _assume(settings, sts, arn, destination)
     if settings.require_external_id_enforcement:
@@ -133,7 +77,7 @@ def _refuse_unconditional_trust(settings: Settings, sts: Any, arn: str) -> None:
     try:
         aws.assume_role(settings, arn, None, sts=sts)
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "AccessDenied":
+        if error_code(error) == "AccessDenied":
             return
         raise WriteCheckError(
             f"Could not assume the trust role {arn} to confirm that it requires the External ID: "
@@ -155,15 +99,14 @@ def _bucket_region(s3: Any, destination: Destination) -> str:
     try:
         location = s3.get_bucket_location(Bucket=destination.bucket).get("LocationConstraint")
     except ClientError as error:
-        code = error.response.get("Error", {}).get("Code")
-        if code == "NoSuchBucket":
+        if error_code(error) == "NoSuchBucket":
             raise WriteCheckError(
                 f"Could not write to {where}: the bucket {destination.bucket} does not exist. "
                 "Check the bucket name."
             ) from error
         raise WriteCheckError(
             f"Could not write to {where}: the role could not look up the bucket's region "
-            f"({describe_aws_error(error)}). " + _WRITE_ADVICE
+            f"({describe_aws_error(error)}). " + WRITE_ADVICE
         ) from error
     except BotoCoreError as error:
         raise WriteCheckError(f"Could not write to {where}: {describe_aws_error(error)}.") from error
@@ -176,7 +119,7 @@ def _bucket_region(s3: Any, destination: Destination) -> str:
 def _write_read_delete_probe(s3: Any, destination: Destination) -> None:
     key = probe_key(destination.prefix)
     where = s3_url(destination.bucket, destination.prefix, key.rsplit("/", 1)[-1])
-    advice = _WRITE_ADVICE + (_KMS_ADVICE if destination.kms_key_arn else "")
+    advice = write_advice(kms=bool(destination.kms_key_arn))
     body = f"write check {secrets.token_hex(16)}\n".encode()
     encryption: dict[str, str] = {}
     if destination.kms_key_arn:

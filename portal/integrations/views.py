@@ -154,7 +154,8 @@ def save(connector_id: int) -> str | BaseResponse | tuple[str, int]:
         return redirect(url_for(".setup", connector_id=connector.id))
     db = get_db()
     try:
-        result = run_write_check(settings(), connectors.destination_of(connector))
+        partition = partition_for_region(settings().aws_region)
+        result = run_write_check(settings(), connectors.destination_of(connector, partition))
     except WriteCheckError as error:
         # The draft and its External ID stay as they are: the admin fixes a field and saves again.
         connector.last_check_error = str(error)
