@@ -39,7 +39,7 @@ import psycopg
 import requests
 
 from lineage_core.accounts.api_keys import create_api_key
-from lineage_core.accounts.users import create_organization
+from lineage_core.accounts.organizations import create_organization
 from lineage_core.demo.synthetic import DEFAULT_START, iter_synthetic_events
 from lineage_core.infra import migrate
 from lineage_core.infra.db import session_scope

@@ -47,7 +47,7 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
     from portal.api.views import bp as api_bp
     from portal.api_keys.views import bp as api_keys_bp
     from portal.auth.views import bp as auth_bp
-    from portal.integrations.views import bp as integrations_bp
+    from portal.integrations import bp as integrations_bp
     from portal.ops import rq_dashboard_mount
     from portal.ops.health import bp as ops_health_bp
     from portal.ops.views import bp as ops_bp

@@ -89,7 +89,8 @@ def _prepare_database(env: dict[str, str], admin_password: str, operator_passwor
     from sqlalchemy import select
     from werkzeug.security import generate_password_hash
 
-    from lineage_core.accounts.users import create_organization, create_user
+    from lineage_core.accounts.organizations import create_organization
+    from lineage_core.accounts.users import create_user
     from lineage_core.infra import migrate
     from lineage_core.infra.db import session_scope
     from lineage_core.infra.models import Organization, Role, User

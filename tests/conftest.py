@@ -18,7 +18,8 @@ from sqlalchemy import inspect, text
 from sqlalchemy.orm import Session
 
 from lineage_core.accounts import users as accounts
-from lineage_core.accounts.users import create_organization, create_user
+from lineage_core.accounts.organizations import create_organization
+from lineage_core.accounts.users import create_user
 from lineage_core.infra import migrate
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import Base, get_engine, session_factory

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from lineage_core.accounts.api_keys import create_api_key
-from lineage_core.accounts.users import create_organization
+from lineage_core.accounts.organizations import create_organization
 from lineage_core.infra.models import Organization
 from lineage_core.lineage.graph import iter_org_graph
 

@@ -10,7 +10,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts.users import create_organization
+from lineage_core.accounts.organizations import create_organization
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import (
     Connector,

@@ -7,7 +7,8 @@ from flask.testing import FlaskClient
 from sqlalchemy import inspect, select
 from sqlalchemy.exc import IntegrityError
 
-from lineage_core.accounts.users import create_organization, create_user
+from lineage_core.accounts.organizations import create_organization
+from lineage_core.accounts.users import create_user
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import get_engine, session_scope
 from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Role, RunStatus

@@ -9,7 +9,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts.users import create_organization, create_user
+from lineage_core.accounts.organizations import create_organization
+from lineage_core.accounts.users import create_user
 from lineage_core.infra.models import Connector, ConnectorStatus, Role
 from tests.conftest import PASSWORD, csrf_token_from, login
 from tests.wizard_helpers import start_and_fill

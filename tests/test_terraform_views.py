@@ -11,7 +11,8 @@ from flask import Flask, render_template
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts.users import create_organization, create_user
+from lineage_core.accounts.organizations import create_organization
+from lineage_core.accounts.users import create_user
 from lineage_core.infra.models import Connector, Role, User
 from lineage_core.setup.role_spec import RoleSpec
 from lineage_core.setup.terraform_bundle import bundle_folder, download_name, root_configuration, root_snippet

@@ -133,21 +133,21 @@ def scheduler(settings: Settings) -> Scheduler:
 
 
 def test_reconcile_adds_declared_jobs_and_is_idempotent(scheduler: Scheduler, settings: Settings) -> None:
-    jobs = (PeriodicJob("tick", "worker.periodic.enqueue_due_exports", 300, 600),)
+    jobs = (PeriodicJob("tick", "worker.jobs.enqueue_due_exports", 300, 600),)
     first = reconcile(scheduler, settings.schedule_queue, jobs)
     assert first == {"added": [jobs[0].job_id], "removed": []}
     assert reconcile(scheduler, settings.schedule_queue, jobs) == {"added": [], "removed": []}
     (scheduled,) = scheduler.get_jobs()
-    assert scheduled.func_name == "worker.periodic.enqueue_due_exports"
+    assert scheduled.func_name == "worker.jobs.enqueue_due_exports"
     assert scheduled.meta["interval"] == 300
     assert scheduled.origin == settings.schedule_queue
 
 
 def test_reconcile_replaces_changed_and_removes_stale_jobs(scheduler: Scheduler, settings: Settings) -> None:
-    old = PeriodicJob("tick", "worker.periodic.enqueue_due_exports", 300, 600)
-    gone = PeriodicJob("cleanup", "worker.periodic.cleanup", 3600, 60)
+    old = PeriodicJob("tick", "worker.jobs.enqueue_due_exports", 300, 600)
+    gone = PeriodicJob("cleanup", "worker.jobs.cleanup", 3600, 60)
     reconcile(scheduler, settings.schedule_queue, (old, gone))
-    changed = PeriodicJob("tick", "worker.periodic.enqueue_due_exports", 120, 600)
+    changed = PeriodicJob("tick", "worker.jobs.enqueue_due_exports", 120, 600)
     result = reconcile(scheduler, settings.schedule_queue, (changed,))
     assert result == {"added": [changed.job_id], "removed": sorted([old.job_id, gone.job_id])}
     assert [job.id for job in scheduler.get_jobs()] == [changed.job_id]

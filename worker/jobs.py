@@ -1,17 +1,22 @@
 """RQ jobs, enqueued by dotted path (``worker.jobs.export_connector``). Each is a thin call into lineage_core.
 
+``export_connector`` is enqueued per run by :mod:`lineage_core.export.queue`; ``enqueue_due_exports``
+is the schedule's tick, a periodic job of :mod:`worker.periodic_jobs`.
+
 Nothing happens at import time: settings are read and connections opened when a job runs, in the
 work-horse process that runs it.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from rq import get_current_job
 
 from lineage_core.export.run import ExportError, TransientExportError, run_export
 from lineage_core.infra.config import Settings
+from lineage_core.schedule.tick import run_tick
 
 
 def export_connector(run_id: int) -> dict[str, Any] | None:
@@ -36,3 +41,8 @@ def export_connector(run_id: int) -> dict[str, Any] | None:
             job.retries_left = 0  # the admin must change something: retrying now would fail the same way
         raise
     return None if result is None else result.as_dict()
+
+
+def enqueue_due_exports() -> dict[str, int]:
+    """The schedule's tick (see :mod:`lineage_core.schedule.tick`)."""
+    return asdict(run_tick(Settings.from_env()))

@@ -36,7 +36,7 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     # flush is repaired within one interval; each tick costs what the due connectors cost.
     PeriodicJob(
         name="enqueue-due-exports",
-        func="worker.periodic.enqueue_due_exports",
+        func="worker.jobs.enqueue_due_exports",
         interval_seconds=300,
         timeout_seconds=600,
     ),

@@ -1,11 +1,10 @@
-"""The Integrations page and the OpenLineage export wizard (spec, Parts 1-3)."""
+"""The Integrations page, the wizard's steps and the connector card's actions (spec, Parts 1-4)."""
 
 from __future__ import annotations
 
 import json
 
-from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, url_for
-from flask_login import current_user
+from flask import Response, abort, current_app, flash, redirect, render_template, url_for
 from werkzeug.wrappers.response import Response as BaseResponse
 
 from lineage_core.export.queue import request_export
@@ -18,30 +17,15 @@ from lineage_core.setup.reader_policy import reader_policy
 from lineage_core.setup.role_spec import RoleSpec
 from lineage_core.setup.write_check import WriteCheckError, run_write_check
 from portal.database import get_db, settings
-from portal.integrations import local_aws, terraform_views
+from portal.integrations import bp, configured_connector, connector_or_404, local_aws, org_id, terraform_views
 from portal.integrations.forms import ConfirmForm, ConnectionForm
 from portal.security import org_admin_required
-
-bp = Blueprint("integrations", __name__, url_prefix="/integrations")
-terraform_views.register(bp)
-
-
-def _org_id() -> int:
-    return int(current_user.organization_id)
-
-
-def _connector_or_404(connector_id: int) -> Connector:
-    # Another organization's connector is indistinguishable from one that does not exist.
-    connector = connectors.get_for_org(get_db(), _org_id(), connector_id)
-    if connector is None:
-        abort(404)
-    return connector
 
 
 @bp.get("/")
 @org_admin_required
 def index() -> str:
-    count = len(connectors.list_for_org(get_db(), _org_id()))
+    count = len(connectors.list_for_org(get_db(), org_id()))
     return render_template("integrations/index.html", openlineage_count=count)
 
 
@@ -49,7 +33,7 @@ def index() -> str:
 @org_admin_required
 def accounts() -> str:
     db = get_db()
-    items = [(c, connectors.card_status(db, c.id)) for c in connectors.list_for_org(db, _org_id())]
+    items = [(c, connectors.card_status(db, c.id)) for c in connectors.list_for_org(db, org_id())]
     return render_template(
         "integrations/accounts.html", items=items, form=ConfirmForm(), export_key=export_key
     )
@@ -61,7 +45,7 @@ def start() -> str | BaseResponse:
     form = ConfirmForm()
     if form.validate_on_submit():
         db = get_db()
-        connector = connectors.create_draft(db, _org_id())
+        connector = connectors.create_draft(db, org_id())
         db.commit()
         return redirect(url_for(".setup", connector_id=connector.id))
     return render_template("integrations/start.html", form=form)
@@ -70,7 +54,7 @@ def start() -> str | BaseResponse:
 @bp.route("/openlineage/<int:connector_id>/setup", methods=["GET", "POST"])
 @org_admin_required
 def setup(connector_id: int) -> str | BaseResponse:
-    connector = _connector_or_404(connector_id)
+    connector = connector_or_404(connector_id)
     form = ConnectionForm(obj=connector if connector.settings_complete else None)
     if form.validate_on_submit():
         values = ConnectorSettings(
@@ -104,9 +88,7 @@ def setup(connector_id: int) -> str | BaseResponse:
 @bp.get("/openlineage/<int:connector_id>/deploy")
 @org_admin_required
 def deploy(connector_id: int) -> str | BaseResponse:
-    connector = _connector_or_404(connector_id)
-    if not connector.settings_complete:
-        return redirect(url_for(".setup", connector_id=connector.id))
+    connector = configured_connector(connector_id)
     return _deploy_page(connector)
 
 
@@ -128,9 +110,7 @@ def _deploy_page(connector: Connector, error: str | None = None, status: int = 2
 @bp.get("/openlineage/<int:connector_id>/template.yaml")
 @org_admin_required
 def download_template(connector_id: int) -> BaseResponse:
-    connector = _connector_or_404(connector_id)
-    if not connector.settings_complete:
-        return redirect(url_for(".setup", connector_id=connector.id))
+    connector = configured_connector(connector_id)
     try:
         body = cloudformation.render_template(RoleSpec.for_connector(connector, settings().vendor_account_id))
     except cloudformation.TemplateValueError as error:
@@ -147,11 +127,9 @@ def download_template(connector_id: int) -> BaseResponse:
 @bp.post("/openlineage/<int:connector_id>/save")
 @org_admin_required
 def save(connector_id: int) -> str | BaseResponse | tuple[str, int]:
-    connector = _connector_or_404(connector_id)
+    connector = configured_connector(connector_id)
     if not ConfirmForm().validate_on_submit():
         abort(400)
-    if not connector.settings_complete:
-        return redirect(url_for(".setup", connector_id=connector.id))
     db = get_db()
     try:
         partition = partition_for_region(settings().aws_region)
@@ -175,7 +153,7 @@ def save(connector_id: int) -> str | BaseResponse | tuple[str, int]:
 @bp.post("/openlineage/<int:connector_id>/delete")
 @org_admin_required
 def delete(connector_id: int) -> BaseResponse:
-    connector = _connector_or_404(connector_id)
+    connector = connector_or_404(connector_id)
     if not ConfirmForm().validate_on_submit():
         abort(400)
     db = get_db()
@@ -195,11 +173,9 @@ def deploy_local(connector_id: int) -> BaseResponse:
     """Local demo only: deploy the downloaded template to the local AWS endpoint."""
     if not settings().local_mode:
         abort(404)
-    connector = _connector_or_404(connector_id)
+    connector = configured_connector(connector_id)
     if not ConfirmForm().validate_on_submit():
         abort(400)
-    if not connector.settings_complete:
-        return redirect(url_for(".setup", connector_id=connector.id))
     spec = RoleSpec.for_connector(connector, settings().vendor_account_id)
     succeeded, message = local_aws.deploy_stack(settings(), spec)
     flash(message, "success" if succeeded else "error")
@@ -214,7 +190,7 @@ def _post_or_400() -> None:
 @bp.post("/openlineage/<int:connector_id>/export-now")
 @org_admin_required
 def export_now(connector_id: int) -> BaseResponse:
-    connector = _connector_or_404(connector_id)
+    connector = connector_or_404(connector_id)
     _post_or_400()
     if connector.status is not ConnectorStatus.ACTIVE:
         flash("Only an active connection can export. Finish setup or resume it first.", "error")
@@ -238,7 +214,7 @@ def resume(connector_id: int) -> BaseResponse:
 
 
 def _set_paused(connector_id: int, paused: bool, message: str) -> BaseResponse:
-    connector = _connector_or_404(connector_id)
+    connector = connector_or_404(connector_id)
     _post_or_400()
     if connectors.set_paused(get_db(), connector, paused):
         get_db().commit()
@@ -249,7 +225,7 @@ def _set_paused(connector_id: int, paused: bool, message: str) -> BaseResponse:
 @bp.get("/openlineage/<int:connector_id>/history")
 @org_admin_required
 def history(connector_id: int) -> str:
-    connector = _connector_or_404(connector_id)
+    connector = connector_or_404(connector_id)
     return render_template(
         "integrations/history.html", connector=connector, runs=connectors.history(get_db(), connector.id)
     )
@@ -259,9 +235,7 @@ def history(connector_id: int) -> str:
 @org_admin_required
 def read_export(connector_id: int) -> str | BaseResponse:
     """Part 4 of the spec: what a downstream tool needs to read the export."""
-    connector = _connector_or_404(connector_id)
-    if not connector.settings_complete:
-        return redirect(url_for(".setup", connector_id=connector.id))
+    connector = configured_connector(connector_id)
     partition = partition_for_region(connector.bucket_region or settings().aws_region)
     policy = reader_policy(connector.bucket or "", connector.prefix, partition)
     return render_template(

@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import BinaryIO
 
 import click
-from flask import current_app
 from flask.cli import AppGroup
 
-from lineage_core.accounts.users import AccountError, get_organization
+from lineage_core.accounts.errors import AccountError
+from lineage_core.accounts.organizations import get_organization
 from lineage_core.export.events import EventWriter
 from lineage_core.export.snapshot import snapshot_session, write_snapshot_lines
-from lineage_core.infra.config import Settings
 from lineage_core.infra.db import session_scope
 from lineage_core.infra.models import utcnow
+from portal.cli import current_settings
 
 export_cli = AppGroup("export", help="OpenLineage snapshot exports.")
 
@@ -38,7 +38,7 @@ export_cli = AppGroup("export", help="OpenLineage snapshot exports.")
 )
 def export_write(org_slug: str, out: str) -> None:
     """Write the organization's current lineage as OpenLineage NDJSON, one RunEvent per job."""
-    settings: Settings = current_app.config["SETTINGS"]
+    settings = current_settings()
     try:
         with session_scope(settings.database_url) as session:
             organization_id = get_organization(session, org_slug).id

@@ -10,23 +10,24 @@ from typing import BinaryIO
 
 import click
 import orjson
-from flask import current_app
 from flask.cli import AppGroup
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts.users import AccountError, get_organization
+from lineage_core.accounts.errors import AccountError
+from lineage_core.accounts.organizations import get_organization
 from lineage_core.demo.synthetic import iter_synthetic_events
 from lineage_core.infra.db import get_engine, session_scope
 from lineage_core.lineage.importer import DEFAULT_MAX_EVENT_BYTES, ImportReport, Reject, import_events
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.merge import LineageOutcome
 from lineage_core.lineage.parse import check_event
+from portal.cli import current_settings
 
 lineage_cli = AppGroup("lineage", help="Each organization's lineage graph: import and generate events.")
 
 
 def _database_url() -> str:
-    return current_app.config["SETTINGS"].database_url  # type: ignore[no-any-return]
+    return current_settings().database_url
 
 
 def _organization_id(slug: str) -> int:
