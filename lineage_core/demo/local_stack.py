@@ -50,7 +50,7 @@ def deploy_template(settings: Settings, template_body: str, stack_name: str, tim
         status = stack["StackStatus"]
         if status in _DONE:
             outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-            return outputs.get("RoleArn", "")
+            return str(outputs.get("RoleArn", ""))
         if status.endswith(_FAILED_SUFFIXES) or time.monotonic() > deadline:
             raise LocalDeployError(
                 f"Stack {stack_name} ended in {status}: {stack.get('StackStatusReason', '')}"

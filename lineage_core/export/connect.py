@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -12,8 +12,11 @@ from lineage_core.infra import aws
 from lineage_core.infra.config import Settings
 from lineage_core.setup.destination import Destination
 
+if TYPE_CHECKING:
+    from types_boto3_s3 import S3Client
 
-def connect(settings: Settings, destination: Destination, clients: aws.AwsClients | None) -> Any:
+
+def connect(settings: Settings, destination: Destination, clients: aws.AwsClients | None) -> S3Client:
     """An S3 client acting as the customer's role, in the bucket's region.
 
     Raises:
@@ -36,7 +39,7 @@ class DeferredClient:
     for a failed S3 request; it aborts (nothing was started) and lets it through.
     """
 
-    def __init__(self, client: Future[Any]) -> None:
+    def __init__(self, client: Future[S3Client]) -> None:
         self._client = client
 
     def __getattr__(self, name: str) -> Any:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import update
+from sqlalchemy import CursorResult, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -133,11 +133,13 @@ def close_failed(session: Session, run_id: int, connector_id: int, message: str)
     """Record the failure, unless the run was closed meanwhile. Never raises over the caller's error."""
     try:
         session.rollback()
-        closed = session.execute(
-            update(ExportRun)
-            .where(ExportRun.id == run_id, ExportRun.status == RunStatus.RUNNING)
-            .values(status=RunStatus.FAILED, finished_at=utcnow(), error=message)
-        ).rowcount
+        closed = _rowcount(
+            session.execute(
+                update(ExportRun)
+                .where(ExportRun.id == run_id, ExportRun.status == RunStatus.RUNNING)
+                .values(status=RunStatus.FAILED, finished_at=utcnow(), error=message)
+            )
+        )
         if not closed:
             logger.warning("export run %s was closed by someone else; its failure is not recorded", run_id)
         _refresh_schedule(session, connector_id)
@@ -165,22 +167,24 @@ def requeue_for_retry(session: Session, run_id: int, message: str) -> None:
 
 def close_succeeded(session: Session, connector_id: int, result: ExportResult) -> None:
     """Record the success (the new file is in place whatever happens here)."""
-    closed = session.execute(
-        update(ExportRun)
-        .where(ExportRun.id == result.run_id, ExportRun.status == RunStatus.RUNNING)
-        .values(
-            status=RunStatus.SUCCEEDED,
-            finished_at=utcnow(),
-            events=result.events,
-            bytes=result.bytes,
-            etag=result.etag,
-            version_id=result.version_id,
-            trimmed=result.trimmed,
-            omitted=result.omitted,
-            upload_id=None,  # completed: nothing pending any more
-            error=None,
+    closed = _rowcount(
+        session.execute(
+            update(ExportRun)
+            .where(ExportRun.id == result.run_id, ExportRun.status == RunStatus.RUNNING)
+            .values(
+                status=RunStatus.SUCCEEDED,
+                finished_at=utcnow(),
+                events=result.events,
+                bytes=result.bytes,
+                etag=result.etag,
+                version_id=result.version_id,
+                trimmed=result.trimmed,
+                omitted=result.omitted,
+                upload_id=None,  # completed: nothing pending any more
+                error=None,
+            )
         )
-    ).rowcount
+    )
     if not closed:
         logger.warning(
             "export run %s was closed by someone else while it ran; the new file is in place", result.run_id
@@ -194,3 +198,8 @@ def _refresh_schedule(session: Session, connector_id: int) -> None:
     if connector is not None:
         session.refresh(connector)
         refresh_next_export(session, connector)
+
+
+def _rowcount(result: Any) -> int:
+    """Rows an UPDATE matched (``Session.execute`` is typed as returning a plain ``Result``)."""
+    return cast(CursorResult[Any], result).rowcount

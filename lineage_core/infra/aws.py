@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import botocore.session
 from botocore.config import Config
 from botocore.loaders import Loader
 
 from lineage_core.infra.config import Settings
+
+if TYPE_CHECKING:  # the stubs are a development dependency; at run time clients are botocore's
+    from types_boto3_s3 import S3Client
+    from types_boto3_sts import STSClient
 
 # Background work (exports): adaptive retries absorb throttling and transient network errors.
 BACKGROUND_CONFIG = Config(
@@ -82,10 +86,10 @@ def vendor_client(
 
 
 def assume_role(
-    settings: Settings, role_arn: str, external_id: str | None, sts: Any | None = None
+    settings: Settings, role_arn: str, external_id: str | None, sts: STSClient | None = None
 ) -> AssumedCredentials:
     """Credentials of the customer role. Raises botocore's ClientError as AWS returns it."""
-    sts = sts or vendor_client(settings, "sts")
+    sts = sts or cast("STSClient", vendor_client(settings, "sts"))
     kwargs: dict[str, Any] = {"RoleArn": role_arn, "RoleSessionName": SESSION_NAME, "DurationSeconds": 3600}
     if external_id is not None:
         kwargs["ExternalId"] = external_id
@@ -115,9 +119,9 @@ def customer_client(
 class AwsClients(Protocol):
     """Where the write check and the export get their clients: the seam tests substitute stubbed ones at."""
 
-    def sts(self) -> Any: ...
+    def sts(self) -> STSClient: ...
 
-    def s3(self, credentials: AssumedCredentials, region: str) -> Any: ...
+    def s3(self, credentials: AssumedCredentials, region: str) -> S3Client: ...
 
 
 class LiveAwsClients:
@@ -128,8 +132,10 @@ class LiveAwsClients:
         self._settings = settings
         self._config = config
 
-    def sts(self) -> Any:
-        return vendor_client(self._settings, "sts", config=self._config)
+    def sts(self) -> STSClient:
+        return cast("STSClient", vendor_client(self._settings, "sts", config=self._config))
 
-    def s3(self, credentials: AssumedCredentials, region: str) -> Any:
-        return customer_client(self._settings, credentials, "s3", region, config=self._config)
+    def s3(self, credentials: AssumedCredentials, region: str) -> S3Client:
+        return cast(
+            "S3Client", customer_client(self._settings, credentials, "s3", region, config=self._config)
+        )

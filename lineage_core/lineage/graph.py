@@ -236,7 +236,7 @@ def _build_page(session: Session, jobs: Sequence[Row[Any]], in_page: Any) -> Ite
                 outputs.append(
                     OutputDataset(namespace, name, description, dataset_fields, per_field, dependencies)
                 )
-        yield JobLineage(*job, inputs=tuple(inputs), outputs=tuple(outputs))
+        yield JobLineage(*job, inputs=tuple(inputs), outputs=tuple(outputs))  # type: ignore[call-arg]
 
 
 # The page's queries unpack rows as tuples: reading a Row's attribute by name costs about 15 times as

@@ -170,7 +170,7 @@ class _Checker:
         max_chars: int | None = None,
         non_empty: bool = False,
     ) -> str | None:
-        value = self.value(obj, key, path, str, required)
+        value: str | None = self.value(obj, key, path, str, required)
         if value is None:
             return None
         where = _key_path(path, key)

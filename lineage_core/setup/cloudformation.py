@@ -63,7 +63,8 @@ def parameter_values(spec: RoleSpec) -> dict[str, str]:
 
 def load_template() -> dict[str, Any]:
     """A fresh copy of the static template as plain data (long-form intrinsics, so safe_load reads it)."""
-    return yaml.safe_load(_template_text())
+    template: dict[str, Any] = yaml.safe_load(_template_text())
+    return template
 
 
 @cache

@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -21,6 +21,10 @@ from lineage_core.infra.aws_errors import describe_aws_error, error_code
 from lineage_core.infra.config import Settings
 from lineage_core.setup.advice import WRITE_ADVICE, write_advice
 from lineage_core.setup.destination import Destination, probe_key, s3_url
+
+if TYPE_CHECKING:
+    from types_boto3_s3 import S3Client
+    from types_boto3_sts import STSClient
 
 _TRUST_ADVICE = (
     "Check that the stack was created in AWS account {account} from the downloaded template, "
@@ -61,7 +65,7 @@ def run_write_check(
     return WriteCheckResult(role_arn=arn, bucket_region=region)
 
 
-def _assume(settings: Settings, sts: Any, arn: str, destination: Destination) -> aws.AssumedCredentials:
+def _assume(settings: Settings, sts: STSClient, arn: str, destination: Destination) -> aws.AssumedCredentials:
     try:
         return aws.assume_role(settings, arn, destination.external_id, sts=sts)
     except (ClientError, BotoCoreError) as error:
@@ -71,7 +75,7 @@ def _assume(settings: Settings, sts: Any, arn: str, destination: Destination) ->
         ) from error
 
 
-def _refuse_unconditional_trust(settings: Settings, sts: Any, arn: str) -> None:
+def _refuse_unconditional_trust(settings: Settings, sts: STSClient, arn: str) -> None:
     # AWS's confused-deputy guidance: a role we can assume without the External ID could be pointed
     # at us by anyone who learns its ARN. Only an AccessDenied proves the condition is enforced.
     try:
@@ -94,10 +98,11 @@ def _refuse_unconditional_trust(settings: Settings, sts: Any, arn: str) -> None:
     )
 
 
-def _bucket_region(s3: Any, destination: Destination) -> str:
+def _bucket_region(s3: S3Client, destination: Destination) -> str:
     where = s3_url(destination.bucket, destination.prefix)
     try:
-        location = s3.get_bucket_location(Bucket=destination.bucket).get("LocationConstraint")
+        # str, not the stubs' region literals: us-east-1 answers None (or ""), old eu-west-1 "EU".
+        location: str | None = s3.get_bucket_location(Bucket=destination.bucket).get("LocationConstraint")
     except ClientError as error:
         if error_code(error) == "NoSuchBucket":
             raise WriteCheckError(
@@ -116,12 +121,12 @@ def _bucket_region(s3: Any, destination: Destination) -> str:
     return "eu-west-1" if location == "EU" else str(location)
 
 
-def _write_read_delete_probe(s3: Any, destination: Destination) -> None:
+def _write_read_delete_probe(s3: S3Client, destination: Destination) -> None:
     key = probe_key(destination.prefix)
     where = s3_url(destination.bucket, destination.prefix, key.rsplit("/", 1)[-1])
     advice = write_advice(kms=bool(destination.kms_key_arn))
     body = f"write check {secrets.token_hex(16)}\n".encode()
-    encryption: dict[str, str] = {}
+    encryption: dict[str, Any] = {}  # ServerSideEncryption, SSEKMSKeyId when a key is set
     if destination.kms_key_arn:
         encryption = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": destination.kms_key_arn}
 
@@ -157,7 +162,7 @@ def _write_read_delete_probe(s3: Any, destination: Destination) -> None:
     _delete_probe(s3, destination.bucket, key, where, advice)
 
 
-def _delete_probe(s3: Any, bucket: str, key: str, where: str, advice: str) -> None:
+def _delete_probe(s3: S3Client, bucket: str, key: str, where: str, advice: str) -> None:
     try:
         s3.delete_object(Bucket=bucket, Key=key)
     except (ClientError, BotoCoreError) as error:

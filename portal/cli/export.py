@@ -11,7 +11,7 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 import click
 from flask.cli import AppGroup
@@ -67,7 +67,7 @@ def export_write(org_slug: str, out: str) -> None:
     click.echo(summary, err=True)
 
 
-def _copy(lines: Iterable[bytes], sink: BinaryIO) -> int:
+def _copy(lines: Iterable[bytes], sink: IO[bytes]) -> int:
     size = 0
     for line in lines:
         sink.write(line)

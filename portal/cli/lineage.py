@@ -87,7 +87,7 @@ def import_command(file: str, org_slug: str, max_event_bytes: int) -> None:
     try:
         with (
             _one_connection_session() as session,
-            click.progressbar(length=size, label="Importing", file=sys.stderr, show_pos=False) as bar,
+            click.progressbar(length=size, label="Importing", file=sys.stderr, show_pos=False) as bar,  # type: ignore[var-annotated]  # a length, no items: nothing for the item type to be
         ):
             report = import_events(
                 session,

@@ -41,7 +41,7 @@ class ConnectionForm(FlaskForm):
     external_id_errors: list[str]
 
     def validate(self, extra_validators: Any = None) -> bool:
-        valid = super().validate(extra_validators)
+        valid = bool(super().validate(extra_validators))
         self.external_id_errors = []
         # The External ID is ours to generate; a posted one is a tampered or scripted request.
         if has_request_context() and "external_id" in request.form:

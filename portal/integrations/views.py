@@ -53,7 +53,7 @@ def start() -> str | BaseResponse:
 
 @bp.route("/openlineage/<int:connector_id>/setup", methods=["GET", "POST"])
 @org_admin_required
-def setup(connector_id: int) -> str | BaseResponse:
+def setup(connector_id: int) -> tuple[str, int] | BaseResponse:
     connector = connector_or_404(connector_id)
     form = ConnectionForm(obj=connector if connector.settings_complete else None)
     if form.validate_on_submit():
@@ -87,7 +87,7 @@ def setup(connector_id: int) -> str | BaseResponse:
 
 @bp.get("/openlineage/<int:connector_id>/deploy")
 @org_admin_required
-def deploy(connector_id: int) -> str | BaseResponse:
+def deploy(connector_id: int) -> tuple[str, int]:
     connector = configured_connector(connector_id)
     return _deploy_page(connector)
 
