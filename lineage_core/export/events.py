@@ -53,12 +53,12 @@ import orjson
 
 from lineage_core.lineage.graph import (
     DatasetField,
-    FieldInputs,
+    FieldInputsJson,
     InputDataset,
-    InputField,
+    InputFieldJson,
     JobLineage,
     OutputDataset,
-    Transformation,
+    TransformationJson,
 )
 
 logger = logging.getLogger(__name__)
@@ -500,11 +500,11 @@ def _schema_field(f: DatasetField, with_description: bool) -> DatasetField:
     return entry
 
 
-def _without_explanations(inputs: FieldInputs) -> FieldInputs:
+def _without_explanations(inputs: FieldInputsJson) -> FieldInputsJson:
     return {"inputFields": _input_fields_without_explanations(inputs["inputFields"])}
 
 
-def _input_fields_without_explanations(refs: list[InputField]) -> list[InputField]:
+def _input_fields_without_explanations(refs: list[InputFieldJson]) -> list[InputFieldJson]:
     """Copies of ``refs`` whose transformations have no ``description`` (step 4 of the size rule)."""
     return [
         {
@@ -517,7 +517,7 @@ def _input_fields_without_explanations(refs: list[InputField]) -> list[InputFiel
     ]
 
 
-def _without_explanation(t: Transformation) -> Transformation:
+def _without_explanation(t: TransformationJson) -> TransformationJson:
     stripped = t.copy()
     stripped.pop("description", None)
     return stripped

@@ -1,4 +1,19 @@
-"""Engine and session factory shared by the portal, the workers and the CLI."""
+"""Engine and sessions shared by the portal, the workers and the CLI.
+
+One way to get a session per context, and one rule for who commits:
+
+* **A web request** uses ``portal.database.get_db()``: one session per request, opened on first use
+  and closed when the request ends. The *view* commits, once it has decided the request succeeded;
+  whatever it did not commit is rolled back when the session closes.
+* **A job** (worker) opens ``session_factory(url)()`` in a ``with`` block. Store functions in
+  ``lineage_core`` never commit on a caller's behalf, except the steps that own a transaction by
+  contract (an export run's claim and close, the tick's repairs, an ingested event), which say so in
+  their docstrings and commit what they changed.
+* **A CLI command or script** uses :func:`session_scope`: it commits when the block ends without an
+  exception and rolls back otherwise.
+
+Store functions take the ``Session`` as their first argument and only ``flush`` (to get ids).
+"""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def dataset_field(name: str, type_: str | None = None, description: str | None =
     return item
 
 
-class Transformation(TypedDict):
+class TransformationJson(TypedDict):
     """How an input field feeds an output field (spec: ``transformations[*]``)."""
 
     type: str  # "DIRECT" or "INDIRECT"
@@ -69,26 +69,26 @@ class Transformation(TypedDict):
     description: NotRequired[str]  # the text explanation of the transformation
 
 
-class InputField(TypedDict):
+class InputFieldJson(TypedDict):
     """An input dataset's field that an output depends on (spec: ``inputFields[*]`` / ``dataset[*]``)."""
 
     namespace: str
     name: str
     field: str
-    transformations: list[Transformation]  # may be empty: the producer sent none
+    transformations: list[TransformationJson]  # may be empty: the producer sent none
 
 
-class FieldInputs(TypedDict):
+class FieldInputsJson(TypedDict):
     """The input fields of one output field (spec: ``columnLineage.fields[<output field>]``)."""
 
-    inputFields: list[InputField]  # the spec's key
+    inputFields: list[InputFieldJson]  # the spec's key
 
 
 def transformation(
     type_: str, subtype: str | None = None, masking: bool | None = None, description: str | None = None
-) -> Transformation:
-    """A :class:`Transformation` with the values that are not None."""
-    item: Transformation = {"type": type_}
+) -> TransformationJson:
+    """A :class:`TransformationJson` with the values that are not None."""
+    item: TransformationJson = {"type": type_}
     if subtype is not None:
         item["subtype"] = subtype
     if masking is not None:
@@ -99,8 +99,8 @@ def transformation(
 
 
 def input_field(
-    namespace: str, name: str, field: str, transformations: Iterable[Transformation] = ()
-) -> InputField:
+    namespace: str, name: str, field: str, transformations: Iterable[TransformationJson] = ()
+) -> InputFieldJson:
     return {"namespace": namespace, "name": name, "field": field, "transformations": list(transformations)}
 
 
@@ -119,8 +119,8 @@ class OutputDataset:
     description: str | None
     fields: tuple[DatasetField, ...]
     # spec: columnLineage.fields, output field → its inputs, in the order the producer listed them
-    column_lineage: dict[str, FieldInputs]
-    dataset_dependencies: list[InputField]  # spec: columnLineage.dataset
+    column_lineage: dict[str, FieldInputsJson]
+    dataset_dependencies: list[InputFieldJson]  # spec: columnLineage.dataset
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,16 +342,16 @@ def _page_column_lineage(
 
 def _lineage_by_output(
     rows: list[_LineageRow], names: dict[int, tuple[str, str]]
-) -> dict[int, tuple[dict[str, FieldInputs], list[InputField]]]:
+) -> dict[int, tuple[dict[str, FieldInputsJson], list[InputFieldJson]]]:
     """Rows of one job (in position order) → per output dataset id: (``fields``, ``dataset``) of its
     columnLineage facet.
 
     Consecutive rows with the same output dataset, output field and input index are one input field
     with one transformation per row (the store writes an input's transformations next to each other).
     """
-    result: dict[int, tuple[dict[str, FieldInputs], list[InputField]]] = {}
+    result: dict[int, tuple[dict[str, FieldInputsJson], list[InputFieldJson]]] = {}
     ref_key: tuple[int, str | None, int] | None = None
-    transformations: list[Transformation] = []
+    transformations: list[TransformationJson] = []
     for output_id, output_field, input_index, input_id, field, t_type, subtype, masking, text in rows:
         key = (output_id, output_field, input_index)
         if key != ref_key:
