@@ -155,10 +155,89 @@ class LineageColumnLineage(Base):
     transformation_description: Mapped[str | None] = mapped_column(Text)
 
 
+class LineageDerivation(Base):
+    """What deriving one job's column lineage from its SQL gave (see :mod:`lineage_core.lineage.derivations`).
+
+    One row per job whose SQL was looked at. ``source_fingerprint`` hashes what the derivation read (the
+    SQL and its dialect, the job's declared inputs and outputs, their schemas): the job is derived again
+    only when it changes. ``problems`` and ``unmatched_tables`` are JSON lists of sentences and names.
+    """
+
+    __tablename__ = "lineage_derivations"
+    __table_args__ = (Index("ix_lineage_derivations_org_status", "organization_id", "status"),)
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("lineage_jobs.id", ondelete="CASCADE"), primary_key=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    source_fingerprint: Mapped[str] = mapped_column(String(VERSION_MAX))
+    status: Mapped[str] = mapped_column(String(16))  # "derived" | "partial" | "failed"
+    edges: Mapped[int] = mapped_column(Integer, default=0)
+    problems: Mapped[str | None] = mapped_column(Text)
+    unmatched_tables: Mapped[str | None] = mapped_column(Text)
+    derived_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+class LineageDerivedColumnLineage(Base):
+    """Column lineage we derived from a job's SQL: rows shaped as :class:`LineageColumnLineage`'s.
+
+    Kept apart from what producers reported, which it never overwrites: the export reads both and
+    uses a derived entry only where the producer sent none (see :mod:`lineage_core.lineage.graph`).
+    Each row is one transformation; ``output_field`` NULL is a dataset-level dependency.
+    """
+
+    __tablename__ = "lineage_derived_column_lineage"
+    __table_args__ = (PrimaryKeyConstraint("job_id", "position", name="pk_lineage_derived_column_lineage"),)
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("lineage_jobs.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    output_dataset_id: Mapped[int] = mapped_column(Integer)
+    output_field: Mapped[str | None] = mapped_column(String(FIELD_NAME_MAX))
+    input_index: Mapped[int] = mapped_column(Integer)
+    input_dataset_id: Mapped[int] = mapped_column(Integer)
+    input_field: Mapped[str] = mapped_column(String(FIELD_NAME_MAX))
+    transformation_type: Mapped[str | None] = mapped_column(String(16))
+    transformation_subtype: Mapped[str | None] = mapped_column(String(LABEL_MAX))
+    masking: Mapped[bool | None] = mapped_column(Boolean)
+    transformation_description: Mapped[str | None] = mapped_column(Text)
+
+
+class LineageDerivedJobDataset(Base):
+    """A job's input or output derived from its SQL, for a job whose producer declared none."""
+
+    __tablename__ = "lineage_derived_job_datasets"
+    __table_args__ = (
+        PrimaryKeyConstraint("job_id", "direction", "position", name="pk_lineage_derived_job_datasets"),
+    )
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("lineage_jobs.id", ondelete="CASCADE"))
+    direction: Mapped[str] = mapped_column(String(6))  # "input" | "output"
+    position: Mapped[int] = mapped_column(Integer)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("lineage_datasets.id", ondelete="CASCADE"))
+
+
+class LineageDerivationWatermark(Base):
+    """Per organization, the newest change of its graph that a derivation has taken into account.
+
+    The tick compares it with the newest ``updated_at`` of the org's jobs and datasets to find the
+    organizations whose lineage may need deriving, without reading their SQL.
+    """
+
+    __tablename__ = "lineage_derivation_watermarks"
+
+    organization_id: Mapped[int] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True
+    )
+    changes_seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    derived_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
 __all__ = [
     "LineageColumnLineage",
     "LineageDataset",
     "LineageDatasetField",
+    "LineageDerivation",
+    "LineageDerivationWatermark",
+    "LineageDerivedColumnLineage",
+    "LineageDerivedJobDataset",
     "LineageJob",
     "LineageJobDataset",
 ]
