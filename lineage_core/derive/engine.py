@@ -41,9 +41,10 @@ from lineage_core.derive.edges import OutputLineage, assemble
 from lineage_core.derive.explain import ALIAS_ADDED, Note, Renderer, remember_written
 from lineage_core.derive.facts import Binding, Contribution, Virtual
 from lineage_core.derive.model import DatasetSchema, Derivation
+from lineage_core.derive.prepare import prepare
 from lineage_core.derive.statements import SELF_TABLE, Plan, is_inert, parse_statements, plan
 from lineage_core.derive.tables import Catalog, TableName, table_name
-from lineage_core.derive.walk import USING_META, Walker, compose
+from lineage_core.derive.walk import Walker, compose
 
 
 def derive(
@@ -175,7 +176,7 @@ class _Run:
         query = statement_plan.query
         remember_written(query)
         bindings = self._bind(query, target_label)
-        _mark_using(query)
+        prepare(query, bindings)
         schema = MappingSchema(
             {
                 synthetic: dict.fromkeys(known, "UNKNOWN")
@@ -410,15 +411,3 @@ class _Run:
                     "the columns it selects have no lineage."
                 )
                 return
-
-
-def _mark_using(query: exp.Expr) -> None:
-    # qualify() turns ``JOIN ... USING (k)`` into ON and an unqualified ``k`` into COALESCE(l.k, r.k);
-    # remember the USING names so the walk can tell that COALESCE from one the author wrote.
-    for select in query.find_all(exp.Select):
-        names: set[str] = set()
-        for join in select.args.get("joins") or []:
-            for ident in join.args.get("using") or []:
-                names.add(ident.name.casefold())
-        if names:
-            select.meta[USING_META] = names

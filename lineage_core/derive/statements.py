@@ -132,6 +132,9 @@ def _target_and_columns(node: exp.Expr | None) -> tuple[exp.Table | None, list[e
 
 
 def _with_ctes(statement: exp.Expr, query: exp.Query) -> exp.Query:
+    # ``CREATE VIEW v AS (SELECT ...)``: the parentheses are not a query level of their own.
+    while isinstance(query, exp.Subquery) and isinstance(query.this, exp.Query) and not query.alias:
+        query = query.this
     # ``WITH c AS (...) INSERT INTO t SELECT ... FROM c`` hangs the CTEs on the INSERT; move them onto
     # the query so its scopes see them.
     with_ = statement.args.get("with_")

@@ -2,7 +2,8 @@
 
 Matching rule: a SQL table reference names a declared dataset when the reference's parts equal the
 trailing parts of the dataset's dot-separated name (``raw.orders`` and ``orders`` both name
-``analytics.raw.orders``), or when the whole reference, as written, equals the dataset name. Parts
+``analytics.raw.orders``), or when a one-part reference (a quoted name holding dots or slashes)
+equals the whole dataset name. Parts
 compare case-insensitively, except quoted parts in dialects where quoting makes a name case-sensitive
 (Snowflake, PostgreSQL, Redshift, the generic dialect), which must match exactly. When several
 datasets match, one whose name has exactly as many parts as the reference wins; otherwise the
@@ -99,10 +100,14 @@ class Catalog:
                 for (sql, quoted), ds in zip(name.parts, tail, strict=True)
             ):
                 found.append((dataset, len(parts) == len(name.parts)))
-        if not found:
-            # Names that are not dot-separated paths (``raw/orders.parquet``) match only whole.
-            whole = self._by_full.get(name.written.casefold(), [])
-            found = [(dataset, True) for dataset in whole]
+        if not found and len(name.parts) == 1:
+            # A quoted name holding dots or slashes (``"raw/orders.parquet"``) can only match whole.
+            sql, quoted = name.parts[0]
+            found = [
+                (dataset, True)
+                for dataset in self._by_full.get(sql.casefold(), [])
+                if _part_equal(sql, quoted, dataset.name, self._dialect)
+            ]
         if len(found) == 1:
             return Match(found[0][0])
         if not found:

@@ -306,7 +306,7 @@ class Walker:
         group = select.args.get("group")
         if isinstance(group, exp.Group):
             keys = self._group(scope)[0]
-            for child in group.iter_expressions():
+            for child in _group_keys(select, group):
                 note = Note(group_keys=keys, condition=self._render(child))
                 self._visit(child, scope, _State("GROUP_BY", "GROUP_BY", False, note), out)
         for clause_name, clause in (("having", "groups"), ("qualify", "rows")):
@@ -333,7 +333,7 @@ class Walker:
         if isinstance(select, exp.Select):
             group = select.args.get("group")
             if isinstance(group, exp.Group):
-                keys = tuple(self._render(child) for child in group.iter_expressions())
+                keys = tuple(self._render(child) for child in _group_keys(select, group))
             where = select.args.get("where")
             if isinstance(where, exp.Where):
                 condition = self._render(where.this)
@@ -603,11 +603,13 @@ class Walker:
                 for inner in self.projection(scope, index):
                     out.append(compose(state, inner))
                 return
+        sources = [source for _n, (_node, source) in scope.selected_sources.items()]
+        # A table whose schema names the column is better evidence than tables whose schema is unknown.
         candidates = [
-            source
-            for _n, (_node, source) in scope.selected_sources.items()
-            if _unknown(source, self._bindings)
+            s for s in sources if not _unknown(s, self._bindings) and _has_column(s, name, self._bindings)
         ]
+        if not candidates:
+            candidates = [s for s in sources if _unknown(s, self._bindings)]
         if len(candidates) == 1:
             self._from_source(candidates[0], name, state, out)
             return
@@ -661,6 +663,17 @@ class Walker:
         if text not in self._reported:
             self._reported.add(text)
             self._problems.append(text)
+
+
+def _group_keys(select: exp.Select, group: exp.Group) -> list[exp.Expr]:
+    """The grouping keys; ``GROUP BY ALL`` groups by every projection without an aggregate."""
+    if group.args.get("all"):
+        return [
+            p.unalias()
+            for p in select.expressions
+            if not p.find(exp.AggFunc) and not isinstance(p.unalias(), exp.Literal)
+        ]
+    return list(group.iter_expressions())
 
 
 def _index_of(names: Iterable[str], name: str) -> int | None:
