@@ -127,6 +127,8 @@ class _Run:
         parsed, token_error = parse_statements(self.query, self.dialect, hint)
         if token_error is not None:
             return self._result([token_error])
+        if not parsed:
+            return self._result(["The SQL holds no statement (only separators or comments)."])
         several = len(parsed) > 1
         for statement in parsed:
             self.prefix = f"Statement {statement.number}: " if several else ""
