@@ -60,7 +60,10 @@ def test_fallback_is_named_when_parsing_then_fails() -> None:
 
 def test_dialect_specific_syntax_needs_the_dialect() -> None:
     # QUALIFY and IFF are Snowflake's; the same statement derives under the mapped dialect.
-    sql = "INSERT INTO db.dst SELECT IFF(a > 1, a, 0) AS a FROM db.src QUALIFY ROW_NUMBER() OVER (ORDER BY a) = 1"
+    sql = (
+        "INSERT INTO db.dst SELECT IFF(a > 1, a, 0) AS a FROM db.src "
+        "QUALIFY ROW_NUMBER() OVER (ORDER BY a) = 1"
+    )
     result = derive(
         sql,
         "SNOWFLAKE",

@@ -14,7 +14,8 @@ OUT = DatasetSchema("sf", "analytics.marts.out", ("id",))
 
 
 def _match(sql_table: str, datasets: list[DatasetSchema], dialect: str | None) -> DatasetSchema | None:
-    table = sqlglot.parse_one(f"SELECT 1 FROM {sql_table}", read=dialect).find(exp.Table)
+    parsed = sqlglot.parse_one(" ".join(("SELECT 1 FROM", sql_table)), read=dialect)
+    table = parsed.find(exp.Table)
     assert table is not None
     name = table_name(table)
     assert name is not None
@@ -93,7 +94,10 @@ def test_unmatched_tables_are_reported_and_yield_no_edges() -> None:
 
 
 def test_no_declared_datasets_derive_table_lineage_in_the_job_namespace() -> None:
-    sql = "INSERT INTO marts.Customer_Totals SELECT customer_id, SUM(amount) AS total FROM raw.orders GROUP BY 1"
+    sql = (
+        "INSERT INTO marts.Customer_Totals "
+        "SELECT customer_id, SUM(amount) AS total FROM raw.orders GROUP BY 1"
+    )
     snowflake = derive(sql, "snowflake", inputs=[], outputs=[], job_namespace="airflow-prod")
     assert snowflake.inputs == (("airflow-prod", "RAW.ORDERS"),)
     assert snowflake.outputs == (("airflow-prod", "MARTS.CUSTOMER_TOTALS"),)
@@ -127,7 +131,8 @@ def test_no_declared_datasets_derive_table_lineage_in_the_job_namespace() -> Non
 
 def test_statements_writing_undeclared_tables_do_not_count_when_outputs_were_declared() -> None:
     result = derive(
-        "INSERT INTO scratch.copy SELECT id FROM raw.orders; INSERT INTO analytics.marts.out SELECT id FROM raw.orders",
+        "INSERT INTO scratch.copy SELECT id FROM raw.orders; "
+        "INSERT INTO analytics.marts.out SELECT id FROM raw.orders",
         "snowflake",
         inputs=[ORDERS],
         outputs=[OUT],
