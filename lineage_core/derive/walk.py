@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope
 
-from lineage_core.derive.explain import Note, Renderer, aggregate_words, masking_words, window_phrase
+from lineage_core.derive.explain import WRITTEN, Note, Renderer, aggregate_words, masking_words, window_phrase
 from lineage_core.derive.facts import Binding, Contribution, Source
 
 DIRECT = "DIRECT"
@@ -345,7 +345,8 @@ class Walker:
             binding = self._bindings.get(node.name)
             if binding is not None:
                 return binding.label
-            return node.name
+            written = node.meta.get(WRITTEN)  # a CTE, named as the author wrote it
+            return str(written[-1][0]) if written else node.name
         return node.alias_or_name or "a subquery"
 
     # ----- expressions -----
@@ -401,8 +402,11 @@ class Walker:
         if isinstance(node, exp.WithinGroup):
             self._visit(node.this, scope, state, out)
             order = node.expression
-            if isinstance(order, exp.Expr):
-                sort = self._indirect(state, "SORT", Note(condition=self._render(order)))
+            if isinstance(order, exp.Order):
+                keys = ", ".join(
+                    self._render(o.this if isinstance(o, exp.Ordered) else o) for o in order.expressions
+                )
+                sort = self._indirect(state, "SORT", Note(condition=keys))
                 self._visit(order, scope, sort, out)
             return
         if isinstance(node, exp.Coalesce) and self._is_using(node, scope):
