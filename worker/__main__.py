@@ -13,9 +13,11 @@ def main() -> int:
     settings = start_process("worker")
     connection = Redis.from_url(settings.redis_url)
     prepare_for_jobs(settings)  # once here rather than in each job's fork
-    # The schedule's tick first: it is short, and exports wait on it.
+    # The schedule's tick first: it is short, and exports wait on it. Derivations before exports, so
+    # that an export finds the column lineage derived from the newest SQL (a derivation is bounded).
     queues = [
         Queue(settings.schedule_queue, connection=connection),
+        Queue(settings.derive_queue, connection=connection),
         Queue(settings.export_queue, connection=connection),
     ]
     # with_scheduler: RQ's own scheduler puts delayed jobs (retries after a backoff) back on the queue.

@@ -16,6 +16,7 @@ from rq import get_current_job
 
 from lineage_core.export.run import ExportError, TransientExportError, run_export
 from lineage_core.infra.config import Settings
+from lineage_core.lineage import derivation_schedule
 from lineage_core.schedule.tick import run_tick
 
 
@@ -41,6 +42,19 @@ def export_connector(run_id: int) -> dict[str, Any] | None:
             job.retries_left = 0  # the admin must change something: retrying now would fail the same way
         raise
     return None if result is None else result.as_dict()
+
+
+def derive_lineage(organization_id: int) -> dict[str, int]:
+    """Derive the organization's column lineage from its jobs' SQL where it changed.
+
+    See :func:`lineage_core.lineage.derivation_schedule.derive_organization_now`.
+    """
+    return derivation_schedule.derive_organization_now(Settings.from_env(), organization_id).as_dict()
+
+
+def enqueue_due_derivations() -> dict[str, int]:
+    """Enqueue a derivation for every organization whose graph changed since its last one."""
+    return {"enqueued": derivation_schedule.enqueue_due_derivations(Settings.from_env())}
 
 
 def enqueue_due_exports() -> dict[str, int]:

@@ -40,6 +40,13 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
         interval_seconds=300,
         timeout_seconds=600,
     ),
+    # Organizations whose jobs or datasets changed get their column lineage derived from SQL again.
+    PeriodicJob(
+        name="enqueue-due-derivations",
+        func="worker.jobs.enqueue_due_derivations",
+        interval_seconds=120,
+        timeout_seconds=300,
+    ),
 )
 
 

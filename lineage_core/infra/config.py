@@ -59,6 +59,11 @@ class Settings:
         """The queue of the schedule's periodic jobs (the tick), separate so exports never delay it long."""
         return f"{self.export_queue}-schedule"
 
+    @property
+    def derive_queue(self) -> str:
+        """The queue of lineage derivation jobs (column lineage from SQL), taken before exports."""
+        return f"{self.export_queue}-derive"
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Build settings from environment variables.

@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict, cast
 
-from sqlalchemy import Row, Table, and_, func, select
+from sqlalchemy import Row, Table, and_, func, select, union_all
 from sqlalchemy.orm import Session
 
 from lineage_core.lineage.models import (
     LineageColumnLineage,
     LineageDataset,
     LineageDatasetField,
+    LineageDerivedColumnLineage,
+    LineageDerivedJobDataset,
     LineageJob,
     LineageJobDataset,
 )
@@ -36,6 +38,12 @@ _DATASETS = cast(Table, LineageDataset.__table__)
 _FIELDS = cast(Table, LineageDatasetField.__table__)
 _JOB_DATASETS = cast(Table, LineageJobDataset.__table__)
 _COLUMN_LINEAGE = cast(Table, LineageColumnLineage.__table__)
+_DERIVED_LINEAGE = cast(Table, LineageDerivedColumnLineage.__table__)
+_DERIVED_JOB_DATASETS = cast(Table, LineageDerivedJobDataset.__table__)
+
+# Ends the description of every transformation the store derived from the job's SQL (or of a producer's
+# transformation whose missing description it derived): how a reader of the export tells ours apart.
+DERIVED_MARK = " [derived from SQL]"
 
 
 class DatasetField(TypedDict):
@@ -151,9 +159,10 @@ def iter_org_graph(session: Session, organization_id: int, batch_size: int = 500
     """Every job of the organization with its inputs, outputs, fields and column lineage, by ascending id.
 
     Memory: bounded by one page of ``batch_size`` jobs (their datasets, fields and lineage rows), never
-    by the size of the organization. Each page costs four queries, whatever the number of jobs in it:
+    by the size of the organization. Each page costs six queries, whatever the number of jobs in it:
     the page of jobs (keyset pagination on ``(organization_id, id)``, no OFFSET), their input/output
-    datasets, those datasets' fields, and their column lineage; plus one per thousand datasets that the
+    datasets (reported, and derived from SQL), those datasets' fields, and their column lineage
+    (reported, and derived from SQL); plus one per thousand datasets that the
     page's column lineage names without the jobs listing them as inputs (usually none). Results are
     plain Core rows, so the session's identity map does not grow either.
 
@@ -218,21 +227,28 @@ _JOB_COLUMNS = tuple(
 
 
 def _build_page(session: Session, jobs: Sequence[Row[Any]], in_page: Any) -> Iterator[JobLineage]:
-    links_by_job, names = _page_links(session, in_page)
+    links_by_job, names = _page_links(session, in_page, _JOB_DATASETS)
+    derived_links_by_job, derived_names = _page_links(session, in_page, _DERIVED_JOB_DATASETS)
+    names.update(derived_names)
     fields = _page_fields(session, in_page)
-    lineage_by_job = _page_column_lineage(session, in_page, names)
+    lineage_by_job = _page_column_lineage(session, in_page, names, _COLUMN_LINEAGE)
+    derived_by_job = _page_column_lineage(session, in_page, names, _DERIVED_LINEAGE)
     for job in jobs:
         job_id = job[0]
         job_rows = lineage_by_job.get(job_id)
         lineage = _lineage_by_output(job_rows, names) if job_rows else {}
+        derived_rows = derived_by_job.get(job_id)
+        derived = _lineage_by_output(derived_rows, names) if derived_rows else {}
         inputs: list[InputDataset] = []
         outputs: list[OutputDataset] = []
-        for direction, dataset_id, namespace, name, description in links_by_job.get(job_id, ()):
+        # Table lineage derived from SQL stands in only for a job whose producer declared none.
+        links = links_by_job.get(job_id) or derived_links_by_job.get(job_id) or ()
+        for direction, dataset_id, namespace, name, description in links:
             dataset_fields = fields.get(dataset_id, ())
             if direction == "input":
                 inputs.append(InputDataset(namespace, name, description, dataset_fields))
             else:
-                per_field, dependencies = lineage.get(dataset_id) or ({}, [])
+                per_field, dependencies = _with_derived(lineage.get(dataset_id), derived.get(dataset_id))
                 outputs.append(
                     OutputDataset(namespace, name, description, dataset_fields, per_field, dependencies)
                 )
@@ -246,23 +262,28 @@ def _build_page(session: Session, jobs: Sequence[Row[Any]], in_page: Any) -> Ite
 _Link = tuple[str, int, str, str, str | None]  # direction, dataset id, namespace, name, description
 
 
-def _page_links(session: Session, in_page: Any) -> tuple[dict[int, list[_Link]], dict[int, tuple[str, str]]]:
-    """The page's inputs and outputs per job id, and the (namespace, name) of every dataset they name."""
+def _page_links(
+    session: Session, in_page: Any, table: Table
+) -> tuple[dict[int, list[_Link]], dict[int, tuple[str, str]]]:
+    """The page's inputs and outputs per job id, and the (namespace, name) of every dataset they name.
+
+    ``table`` is the reported job datasets, or those derived from SQL (the same columns).
+    """
     links_by_job: dict[int, list[_Link]] = {}
     names: dict[int, tuple[str, str]] = {}
     for job_id, direction, dataset_id, namespace, name, description in session.execute(
         select(
-            _JOB_DATASETS.c.job_id,
-            _JOB_DATASETS.c.direction,
+            table.c.job_id,
+            table.c.direction,
             _DATASETS.c.id,
             _DATASETS.c.namespace,
             _DATASETS.c.name,
             _DATASETS.c.description,
         )
-        .join(_JOBS, _JOBS.c.id == _JOB_DATASETS.c.job_id)
-        .join(_DATASETS, _DATASETS.c.id == _JOB_DATASETS.c.dataset_id)
+        .join(_JOBS, _JOBS.c.id == table.c.job_id)
+        .join(_DATASETS, _DATASETS.c.id == table.c.dataset_id)
         .where(in_page)
-        .order_by(_JOB_DATASETS.c.job_id, _JOB_DATASETS.c.direction, _JOB_DATASETS.c.position)
+        .order_by(table.c.job_id, table.c.direction, table.c.position)
     ).all():
         links_by_job.setdefault(job_id, []).append((direction, dataset_id, namespace, name, description))
         names[dataset_id] = (namespace, name)
@@ -271,8 +292,11 @@ def _page_links(session: Session, in_page: Any) -> tuple[dict[int, list[_Link]],
 
 def _page_fields(session: Session, in_page: Any) -> dict[int, tuple[DatasetField, ...]]:
     """The current schema of every dataset the page's jobs read or write, per dataset id."""
-    page_datasets = (
-        select(_JOB_DATASETS.c.dataset_id).join(_JOBS, _JOBS.c.id == _JOB_DATASETS.c.job_id).where(in_page)
+    page_datasets = union_all(
+        *(
+            select(table.c.dataset_id).join(_JOBS, _JOBS.c.id == table.c.job_id).where(in_page)
+            for table in (_JOB_DATASETS, _DERIVED_JOB_DATASETS)
+        )
     )
     field_lists: dict[int, list[DatasetField]] = {}
     for dataset_id, name, type_, description in session.execute(
@@ -300,9 +324,11 @@ _NAMES_PER_QUERY = 1000
 
 
 def _page_column_lineage(
-    session: Session, in_page: Any, names: dict[int, tuple[str, str]]
+    session: Session, in_page: Any, names: dict[int, tuple[str, str]], table: Table
 ) -> dict[int, list[_LineageRow]]:
     """The page's column lineage rows per job id, in position order.
+
+    ``table`` is the reported column lineage, or the one derived from SQL (the same columns).
 
     Input datasets come as ids, named from ``names`` (the page's inputs and outputs, which hold them
     nearly always): joining the datasets table here cost as much as the rest of the query. The few a
@@ -312,20 +338,20 @@ def _page_column_lineage(
     missing: set[int] = set()
     for job_id, *rest in session.execute(
         select(
-            _COLUMN_LINEAGE.c.job_id,
-            _COLUMN_LINEAGE.c.output_dataset_id,
-            _COLUMN_LINEAGE.c.output_field,
-            _COLUMN_LINEAGE.c.input_index,
-            _COLUMN_LINEAGE.c.input_dataset_id,
-            _COLUMN_LINEAGE.c.input_field,
-            _COLUMN_LINEAGE.c.transformation_type,
-            _COLUMN_LINEAGE.c.transformation_subtype,
-            _COLUMN_LINEAGE.c.masking,
-            _COLUMN_LINEAGE.c.transformation_description,
+            table.c.job_id,
+            table.c.output_dataset_id,
+            table.c.output_field,
+            table.c.input_index,
+            table.c.input_dataset_id,
+            table.c.input_field,
+            table.c.transformation_type,
+            table.c.transformation_subtype,
+            table.c.masking,
+            table.c.transformation_description,
         )
-        .join(_JOBS, _JOBS.c.id == _COLUMN_LINEAGE.c.job_id)
+        .join(_JOBS, _JOBS.c.id == table.c.job_id)
         .where(in_page)
-        .order_by(_COLUMN_LINEAGE.c.job_id, _COLUMN_LINEAGE.c.position)
+        .order_by(table.c.job_id, table.c.position)
     ).all():
         lineage_by_job.setdefault(job_id, []).append(rest)  # type: ignore[arg-type]
         if rest[3] not in names:
@@ -379,3 +405,62 @@ def _lineage_by_output(
             else:
                 transformations.append(transformation(t_type, subtype, masking, text))
     return result
+
+
+_Lineage = tuple[dict[str, FieldInputsJson], list[InputFieldJson]]
+
+
+def _with_derived(reported: _Lineage | None, derived: _Lineage | None) -> _Lineage:
+    """An output's column lineage: what the producer reported, with the gaps filled from the SQL.
+
+    Reported lineage is kept exactly as sent. A derived entry is used only for an output field the
+    producer sent no entry for, and the derived dataset-level dependencies only when the producer sent
+    none; a producer's transformation without a description gets the derived one of the same input
+    field and kind. Everything taken from the derivation ends with :data:`DERIVED_MARK`.
+    """
+    if derived is None:
+        return reported or ({}, [])
+    derived_fields, derived_dataset = derived
+    for entry in derived_fields.values():
+        _mark(entry["inputFields"])
+    _mark(derived_dataset)
+    if reported is None:
+        return derived
+    fields, dataset = reported
+    for output_field, entry in fields.items():
+        source = derived_fields.get(output_field)
+        if source is not None:
+            _fill_descriptions(entry["inputFields"], source["inputFields"])
+    for output_field, entry in derived_fields.items():
+        if output_field not in fields:
+            fields[output_field] = entry
+    if dataset:
+        _fill_descriptions(dataset, derived_dataset)
+    else:
+        dataset = derived_dataset
+    return fields, dataset
+
+
+def _mark(refs: list[InputFieldJson]) -> None:
+    for ref in refs:
+        for item in ref["transformations"]:
+            if "description" in item:
+                item["description"] += DERIVED_MARK
+
+
+def _fill_descriptions(refs: list[InputFieldJson], derived: list[InputFieldJson]) -> None:
+    """Give the producer's transformations that have no description the derived one, if any."""
+    explained: dict[tuple[str, str, str, str, str | None], str] = {}
+    for ref in derived:
+        for item in ref["transformations"]:
+            if "description" in item:
+                key = (ref["namespace"], ref["name"], ref["field"], item["type"], item.get("subtype"))
+                explained.setdefault(key, item["description"])
+                explained.setdefault((*key[:4], None), item["description"])
+    for ref in refs:
+        for item in ref["transformations"]:
+            if "description" not in item:
+                where = (ref["namespace"], ref["name"], ref["field"], item["type"])
+                text = explained.get((*where, item.get("subtype"))) or explained.get((*where, None))
+                if text is not None:
+                    item["description"] = text

@@ -87,7 +87,7 @@ def apply_event(session: Session, organization_id: int, event: Event) -> ApplyRe
     keys = set(wanted_facets)
     if lineage is LineageOutcome.REPLACED:
         keys.update(_lineage_datasets(event))
-    datasets = _datasets(session, dialect, organization_id, sorted(keys), now)
+    datasets = ensure_datasets(session, dialect, organization_id, sorted(keys), now)
 
     job_facets: tuple[str, ...] = ()
     if job is not None:
@@ -145,10 +145,14 @@ def _lineage_datasets(event: Event) -> set[DatasetKey]:
     return keys
 
 
-def _datasets(
+def ensure_datasets(
     session: Session, dialect: str, organization_id: int, keys: list[DatasetKey], now: datetime
 ) -> dict[DatasetKey, Row[Any]]:
-    """The rows (id and facet versions, unlocked) of the datasets ``keys`` (sorted), creating missing ones."""
+    """The rows (id and facet versions, unlocked) of the datasets ``keys`` (sorted), creating missing ones.
+
+    Safe against a concurrent transaction creating the same datasets (it inserts ignoring duplicates,
+    then looks up the rows the other one created). Used by the merge and by the derivation.
+    """
 
     def lookup(wanted: list[DatasetKey]) -> dict[DatasetKey, Row[Any]]:
         found: dict[DatasetKey, Row[Any]] = {}

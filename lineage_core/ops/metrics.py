@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from lineage_core.export.queue import redis_connection
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Connector, ExportRun, RunStatus
+from lineage_core.lineage.derivation_status import derivation_counts
 from lineage_core.lineage.models import LineageColumnLineage, LineageDataset, LineageJob
 
 
@@ -31,6 +32,7 @@ class ServiceCollector(Collector):
         yield from self._connectors()
         yield from self._queues()
         yield from self._lineage()
+        yield from self._derivations()
 
     def _exports(self) -> Iterator[Metric]:
         runs = CounterMetricFamily("olx_export_runs", "Export runs by status.", labels=["status"])
@@ -89,7 +91,11 @@ class ServiceCollector(Collector):
         up = GaugeMetricFamily("olx_redis_up", "1 when Redis answered the scrape.")
         connection = redis_connection(self._settings)
         try:
-            for name in (self._settings.schedule_queue, self._settings.export_queue):
+            for name in (
+                self._settings.schedule_queue,
+                self._settings.derive_queue,
+                self._settings.export_queue,
+            ):
                 depth.add_metric([name], Queue(name, connection=connection).count)
             up.add_metric([], 1)
         except RedisError:
@@ -98,6 +104,18 @@ class ServiceCollector(Collector):
             connection.close()
         yield depth
         yield up
+
+    def _derivations(self) -> Iterator[Metric]:
+        """Column lineage derived from SQL: jobs by outcome (``waiting``: not derived yet)."""
+        gauge = GaugeMetricFamily(
+            "olx_lineage_derivations",
+            "Jobs with SQL by the outcome of deriving their column lineage.",
+            labels=["status"],
+        )
+        counts = derivation_counts(self._session)
+        for status in ("derived", "partial", "failed", "waiting"):
+            gauge.add_metric([status], getattr(counts, status))
+        yield gauge
 
     def _lineage(self) -> Iterator[Metric]:
         """What ingest has built: the size of the stored graphs, across organizations."""

@@ -123,7 +123,7 @@ def connector_health(session: Session, limit: int = 500, offset: int = 0) -> lis
 
 def queue_health(settings: Settings, connection: Redis) -> list[QueueHealth]:
     result = []
-    for name in (settings.schedule_queue, settings.export_queue):
+    for name in (settings.schedule_queue, settings.derive_queue, settings.export_queue):
         queue = Queue(name, connection=connection)
         result.append(
             QueueHealth(

@@ -1,4 +1,5 @@
-"""``flask --app portal lineage ...``: import files of OpenLineage events, generate synthetic lineage."""
+"""``flask --app portal lineage ...``: import files of OpenLineage events, generate synthetic lineage,
+derive column lineage from SQL."""
 
 from __future__ import annotations
 
@@ -17,13 +18,17 @@ from lineage_core.accounts.errors import AccountError
 from lineage_core.accounts.organizations import get_organization
 from lineage_core.demo.synthetic import iter_synthetic_events
 from lineage_core.infra.db import get_engine, session_scope
+from lineage_core.lineage.derivation_status import derivation_problems
+from lineage_core.lineage.derivations import derive_organization
 from lineage_core.lineage.importer import DEFAULT_MAX_EVENT_BYTES, ImportReport, Reject, import_events
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.merge import LineageOutcome
 from lineage_core.lineage.parse import check_event
 from portal.cli import current_settings
 
-lineage_cli = AppGroup("lineage", help="Each organization's lineage graph: import and generate events.")
+lineage_cli = AppGroup(
+    "lineage", help="Each organization's lineage graph: import and generate events, derive from SQL."
+)
 
 
 def _database_url() -> str:
@@ -139,3 +144,39 @@ def generate_command(org_slug: str | None, jobs: int, seed: int, output: BinaryI
             result = store_event(session, organization_id, check_event(event))
             replaced += result.lineage is LineageOutcome.REPLACED
     click.echo(f"Generated {jobs} jobs into {org_slug} (seed {seed}); {replaced} jobs' lineage written.")
+
+
+@lineage_cli.command("derive")
+@click.option("--org", "org_slug", required=True, help="The organization whose lineage to derive.")
+@click.option("--force", is_flag=True, help="Derive every job with SQL, even those that did not change.")
+@click.option(
+    "--max-problems",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="How many jobs' problems to list.",
+)
+def derive_command(org_slug: str, force: bool, max_problems: int) -> None:
+    """Derive column lineage and explanations from the jobs' SQL, now.
+
+    Every job of the organization with a SQL facet whose SQL, datasets or schemas changed since it
+    was last derived (or every such job, with --force). The workers do the same on their own within a
+    few minutes of ingest; this command is how tools and tests wait for it. Lists the jobs whose SQL
+    could not be derived in full, and why.
+    """
+    organization_id = _organization_id(org_slug)
+    with _one_connection_session() as session:
+        report = derive_organization(session, organization_id, force=force)
+        problems = derivation_problems(session, organization_id, limit=max_problems)
+    click.echo(
+        f"Derived {report.derived} of {report.jobs_with_sql} jobs with SQL in {org_slug} "
+        f"({report.partial} partial, {report.failed} failed; {report.unchanged} unchanged): "
+        f"{report.edges} column-lineage edges written."
+    )
+    for problem in problems:
+        reasons = list(problem.problems)
+        if problem.unmatched_tables:
+            reasons.append(
+                "Tables that match none of the job's datasets: " + ", ".join(problem.unmatched_tables)
+            )
+        click.echo(f"  {problem.status} {problem.namespace}/{problem.name}: " + " ".join(reasons), err=True)

@@ -6,6 +6,7 @@ from flask import Blueprint, render_template, request
 from redis.exceptions import RedisError
 
 from lineage_core.export.queue import redis_connection
+from lineage_core.lineage.derivation_status import derivation_counts, derivation_counts_by_organization
 from lineage_core.ops.status import connector_health, queue_health, worker_health
 from portal.database import get_db, settings
 from portal.security import operator_required
@@ -34,4 +35,6 @@ def index() -> str:
         redis_error=redis_error,
         page=page,
         page_size=PAGE_SIZE,
+        derivations=derivation_counts(get_db()),
+        derivations_by_org=derivation_counts_by_organization(get_db()),
     )
