@@ -1,37 +1,42 @@
-"""Fixtures shared by the whole suite: real PostgreSQL, Redis and a moto server over HTTP."""
+"""Fixtures shared by the whole suite: real PostgreSQL, Redis and a moto server over HTTP, the app and its
+client, the usual rows, and Terraform working directories.
+
+Only fixtures live here; the helpers they use are in tests/services.py, tests/factories.py, tests/web.py
+and tests/terraform.py, which tests import directly.
+"""
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import pytest
 import requests
 from flask import Flask
 from flask.testing import FlaskClient
 from moto.server import ThreadedMotoServer
-from sqlalchemy import inspect, text
 from sqlalchemy.orm import Session
 
 from lineage_core.accounts import users as accounts
-from lineage_core.accounts.organizations import create_organization
-from lineage_core.accounts.users import create_user
 from lineage_core.infra import migrate
 from lineage_core.infra.config import Settings
-from lineage_core.infra.db import Base, get_engine, session_factory
+from lineage_core.infra.db import session_factory
 from lineage_core.infra.models import Organization, Role, User
 from portal import create_app
-from tests.services import flush_redis_except_claim, free_port, private_redis_db, throwaway_postgres_database
-
-# Fixtures that live beside the helpers of one area, available to every test.
-pytest_plugins = ["tests.export_helpers"]
-
-VENDOR_ACCOUNT_ID = "123456789012"  # moto's default account: our side of the trust
-PASSWORD = "correct horse battery staple"
+from tests.factories import BUCKET, make_org, make_user
+from tests.services import (
+    VENDOR_ACCOUNT_ID,
+    empty_all_tables,
+    flush_redis_except_claim,
+    free_port,
+    private_redis_db,
+    s3_client,
+    throwaway_postgres_database,
+)
+from tests.terraform import POLICIES_DIR, Workdir, copy_tree, require_terraform
+from tests.web import login
 
 # boto3 in the tests and in the processes they start must never reach real AWS.
 os.environ.update(
@@ -103,21 +108,8 @@ def base_settings(postgres_url: str, redis_url: str, moto_endpoint: str) -> Sett
 def settings(base_settings: Settings) -> Iterator[Settings]:
     """Settings for one test; its database tables and Redis DB are emptied afterwards."""
     yield base_settings
-    _empty_all_tables(base_settings.database_url)
+    empty_all_tables(base_settings.database_url)
     flush_redis_except_claim(base_settings.redis_url)
-
-
-def _empty_all_tables(database_url: str) -> None:
-    engine = get_engine(database_url)
-    existing = set(inspect(engine).get_table_names()) - {"alembic_version"}
-    tables = [table for table in Base.metadata.sorted_tables if table.name in existing]
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            names = ", ".join(f'"{table.name}"' for table in tables)
-            conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-        else:
-            for table in reversed(tables):
-                conn.execute(table.delete())
 
 
 @pytest.fixture
@@ -146,54 +138,17 @@ def client(app: Flask) -> FlaskClient:
 
 @pytest.fixture
 def org(db: Session) -> Organization:
-    organization = create_organization(db, "acme", "Acme Corp")
-    db.commit()
-    return organization
+    return make_org(db, "acme", "Acme Corp")
 
 
 @pytest.fixture
 def admin(db: Session, org: Organization) -> User:
-    user = create_user(db, "admin@acme.test", PASSWORD, Role.ORG_ADMIN, org)
-    db.commit()
-    return user
+    return make_user(db, org, "admin@acme.test")
 
 
 @pytest.fixture
 def operator(db: Session) -> User:
-    user = create_user(db, "ops@vendor.test", PASSWORD, Role.OPERATOR, None)
-    db.commit()
-    return user
-
-
-_CSRF_INPUT = re.compile(r'<input[^>]*name="csrf_token"[^>]*value="([^"]+)"')
-
-
-def csrf_token_from(html: str) -> str:
-    match = _CSRF_INPUT.search(html)
-    assert match, "page has no CSRF token"
-    return match.group(1)
-
-
-def login(client: FlaskClient, email: str, password: str = PASSWORD) -> None:
-    page = client.get("/login")
-    response = client.post(
-        "/login",
-        data={
-            "email": email,
-            "password": password,
-            "csrf_token": csrf_token_from(page.get_data(as_text=True)),
-        },
-    )
-    assert response.status_code == 302, response.get_data(as_text=True)
-
-
-def post_form(client: FlaskClient, page_url: str, post_url: str | None, data: dict[str, Any]) -> Any:
-    """GET ``page_url`` for its CSRF token, then POST ``data`` with it to ``post_url`` (default: same)."""
-    page = client.get(page_url)
-    assert page.status_code == 200, (page_url, page.status_code)
-    return client.post(
-        post_url or page_url, data={**data, "csrf_token": csrf_token_from(page.get_data(as_text=True))}
-    )
+    return make_user(db, None, "ops@vendor.test", Role.OPERATOR)
 
 
 @pytest.fixture
@@ -202,5 +157,25 @@ def admin_client(client: FlaskClient, admin: User) -> FlaskClient:
     return client
 
 
-def s3_client(endpoint: str) -> Any:
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+@pytest.fixture
+def s3(aws: str) -> Any:
+    """An S3 client on the emptied moto server, with the connectors' default bucket created."""
+    client = s3_client(aws)
+    client.create_bucket(Bucket=BUCKET)
+    return client
+
+
+# Terraform: one initialised directory of the policies submodule for the whole run -----------------------
+
+
+@pytest.fixture(scope="session")
+def terraform_bin() -> str:
+    return require_terraform()
+
+
+@pytest.fixture(scope="session")
+def policies_workdir(terraform_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Workdir:
+    """The policies submodule, copied and initialised once; each case applies with its own state file."""
+    workdir = Workdir(copy_tree(POLICIES_DIR, tmp_path_factory.mktemp("policies")), terraform_bin)
+    workdir.init()
+    return workdir

@@ -23,8 +23,8 @@ from lineage_core.accounts.api_keys import (
     revoke_api_key,
 )
 from lineage_core.infra.models import ApiKey, Organization, User
-from tests.conftest import login, post_form
-from tests.lineage_factories import make_org
+from tests.factories import make_org
+from tests.web import login, post_form
 
 KEY_SHAPE = re.compile(r"^olk_[0-9a-f]{8}_[A-Za-z0-9_-]{43}$")
 

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.models import Connector, User
-from tests.conftest import PASSWORD, csrf_token_from, login
+from tests.web import PASSWORD, csrf_token_from, login
 
 # Endpoints that are reachable without a session, and why.
 PUBLIC = {

@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 from playwright.sync_api import Page, Response, expect, sync_playwright
@@ -20,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Connector, ConnectorStatus, User
-from tests.browser_support import (
+from tests.browser import (
     CHROMIUM,
     Connection,
     click_save,
@@ -34,9 +33,8 @@ from tests.browser_support import (
     running_portal,
     sign_in,
 )
-from tests.conftest import PASSWORD
-from tests.services import free_port, process_env
-from tests.wizard_helpers import CUSTOMER_ACCOUNT
+from tests.services import free_port, process_env, s3_client
+from tests.web import CUSTOMER_ACCOUNT, PASSWORD
 
 pytestmark = [
     pytest.mark.browser,
@@ -81,7 +79,7 @@ def _status_of(db: Session, bucket: str) -> ConnectorStatus:
 def test_wizard_download_local_deploy_and_save_in_chromium(
     aws: str, settings: Settings, admin: User, db: Session, tmp_path: Path
 ) -> None:
-    s3 = boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
+    s3 = s3_client(aws)
     s3.create_bucket(Bucket=FIRST.bucket)
     env = {**process_env(settings), "LOCAL_MODE": "true"}
     server_log = tmp_path / "portal.log"

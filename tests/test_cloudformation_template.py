@@ -18,7 +18,6 @@ import pytest
 import yaml
 from cfnlint.api import ManualArgs, lint
 
-from lineage_core.infra.models import Connector
 from lineage_core.setup import destination
 from lineage_core.setup.cloudformation import (
     KMS_POLICY_NAME,
@@ -33,7 +32,8 @@ from lineage_core.setup.cloudformation import (
 )
 from lineage_core.setup.destination import FieldError
 from lineage_core.setup.role_spec import RoleSpec
-from tests.conftest import VENDOR_ACCOUNT_ID
+from tests.factories import build_connector
+from tests.services import VENDOR_ACCOUNT_ID
 
 # The customer's account is not the vendor's (moto's default) account, as in production: a template
 # that trusted AWS::AccountId or CustomerAccountId instead of VendorAccountId would show up.
@@ -450,7 +450,7 @@ def test_parameter_values_map_every_field_of_the_spec() -> None:
     ],
 )
 def test_download_name_uses_only_safe_characters(role_name: str | None, file_name: str) -> None:
-    name = download_name(Connector(role_name=role_name))
+    name = download_name(build_connector(role_name=role_name))
     assert name == file_name
     assert re.fullmatch(r"[A-Za-z0-9_.-]+", name)
 

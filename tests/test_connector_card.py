@@ -15,29 +15,22 @@ from sqlalchemy.orm import Session
 
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
-from tests.conftest import post_form
+from tests.factories import make_connector, make_run
+from tests.web import post_form
 
 EXPORT_URL = "s3://acme-lineage/foundational/openlineage/openlineage-events.jsonl"
 
 
 @pytest.fixture
 def active(db: Session, org: Organization) -> Connector:
-    connector = Connector(
-        organization_id=org.id,
-        external_id="olx-" + "b" * 32,
-        bucket="acme-lineage",
-        prefix="foundational/openlineage",
-        account_id="210987654321",
+    return make_connector(
+        db,
+        org,
         role_name="Exporter",
-        role_arn="arn:aws:iam::210987654321:role/Exporter",
         bucket_region="eu-west-1",
-        status=ConnectorStatus.ACTIVE,
         verified_at=utcnow(),
         next_export_at=utcnow() + timedelta(days=3),
     )
-    db.add(connector)
-    db.commit()
-    return connector
 
 
 def _post(client: FlaskClient, connector: Connector, action: str) -> str:
@@ -52,17 +45,15 @@ def test_card_shows_the_last_export_and_its_error(
     admin_client: FlaskClient, db: Session, active: Connector
 ) -> None:
     finished = utcnow().replace(microsecond=0)
-    db.add(
-        ExportRun(
-            connector_id=active.id,
-            status=RunStatus.FAILED,
-            queued_at=finished - timedelta(minutes=2),
-            started_at=finished - timedelta(minutes=2),
-            finished_at=finished,
-            error=f"Could not write to {EXPORT_URL}: AccessDenied",
-        )
+    make_run(
+        db,
+        active,
+        RunStatus.FAILED,
+        queued_at=finished - timedelta(minutes=2),
+        started_at=finished - timedelta(minutes=2),
+        finished_at=finished,
+        error=f"Could not write to {EXPORT_URL}: AccessDenied",
     )
-    db.commit()
     html = admin_client.get("/integrations/openlineage").get_data(as_text=True)
     assert "Failed" in html and finished.strftime("%Y-%m-%d %H:%M UTC") in html
     assert f"Could not write to {EXPORT_URL}" in html
@@ -101,19 +92,17 @@ def test_pause_and_resume(admin_client: FlaskClient, db: Session, active: Connec
 
 def test_history_lists_runs(admin_client: FlaskClient, db: Session, active: Connector) -> None:
     start = utcnow()
-    db.add(
-        ExportRun(
-            connector_id=active.id,
-            status=RunStatus.SUCCEEDED,
-            trigger="first",
-            queued_at=start,
-            started_at=start,
-            finished_at=start + timedelta(seconds=42),
-            events=1234,
-            bytes=5_678_901,
-        )
+    make_run(
+        db,
+        active,
+        RunStatus.SUCCEEDED,
+        trigger="first",
+        queued_at=start,
+        started_at=start,
+        finished_at=start + timedelta(seconds=42),
+        events=1234,
+        bytes=5_678_901,
     )
-    db.commit()
     html = admin_client.get(f"/integrations/openlineage/{active.id}/history").get_data(as_text=True)
     assert "Succeeded" in html and "42.0 s" in html and "1,234" in html and "5,678,901" in html
 
@@ -123,20 +112,18 @@ def test_card_and_history_say_what_the_300_kb_rule_did(
 ) -> None:
     start = utcnow()
     for trimmed, omitted, minutes in ((0, 0, 10), (1, 0, 5), (1_204, 2, 0)):
-        db.add(
-            ExportRun(
-                connector_id=active.id,
-                status=RunStatus.SUCCEEDED,
-                queued_at=start - timedelta(minutes=minutes),
-                started_at=start - timedelta(minutes=minutes),
-                finished_at=start - timedelta(minutes=minutes) + timedelta(seconds=9),
-                events=50_000,
-                bytes=1_000,
-                trimmed=trimmed,
-                omitted=omitted,
-            )
+        make_run(
+            db,
+            active,
+            RunStatus.SUCCEEDED,
+            queued_at=start - timedelta(minutes=minutes),
+            started_at=start - timedelta(minutes=minutes),
+            finished_at=start - timedelta(minutes=minutes) + timedelta(seconds=9),
+            events=50_000,
+            bytes=1_000,
+            trimmed=trimmed,
+            omitted=omitted,
         )
-    db.commit()
 
     card = admin_client.get("/integrations/openlineage").get_data(as_text=True)
     assert (

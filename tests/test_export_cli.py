@@ -9,7 +9,8 @@ from flask import Flask
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.models import Organization
-from tests.export_helpers import feature_events, load_with_openlineage_classes, store_events
+from tests.factories import feature_events, store_events
+from tests.readback import load_with_openlineage_classes
 
 
 def test_writes_one_event_per_job_to_a_file(

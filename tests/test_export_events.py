@@ -27,7 +27,7 @@ from lineage_core.lineage.graph import (
     input_field,
     transformation,
 )
-from tests.export_helpers import load_with_openlineage_classes
+from tests.readback import load_with_openlineage_classes
 
 SNAPSHOT = datetime(2026, 3, 4, 5, 6, 7, 891234, tzinfo=UTC)
 PG = "postgres://orders-db.internal:5432"

@@ -26,26 +26,23 @@ from lineage_core.export.s3_stream import MIN_PART_SIZE, NDJSON_CONTENT_TYPE
 from lineage_core.export.snapshot import GENERATION_GC_THRESHOLD, write_snapshot_lines
 from lineage_core.infra.aws import AssumedCredentials, LiveAwsClients
 from lineage_core.infra.config import Settings
-from lineage_core.infra.models import ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
+from lineage_core.infra.models import ConnectorStatus, Organization, RunStatus, utcnow
 from lineage_core.lineage.importer import import_events
 from lineage_core.schedule.rules import next_nightly_run_after
-from tests.export_helpers import (
+from tests.factories import (
     BUCKET,
     KEY,
     PREVIOUS,
     ROLE_ARN,
-    body,
-    fail_upload_part,
     feature_events,
-    load_with_openlineage_classes,
     make_connector,
+    make_org,
+    make_run,
     padded_events,
-    pending_uploads,
-    queued_run,
-    run_of,
     store_events,
 )
-from tests.lineage_factories import graph_of, make_org
+from tests.readback import body, graph_of, load_with_openlineage_classes, run_of
+from tests.services import fail_upload_part, pending_uploads
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 VALIDATOR = SHARED / "tools" / "validate_openlineage.py"
@@ -69,7 +66,7 @@ def test_the_uploaded_file_parses_back_into_the_stored_graph(
 ) -> None:
     store_events(db, org.id, feature_events())
     connector = make_connector(db, org)
-    run_id = queued_run(db, connector)
+    run_id = make_run(db, connector).id
 
     result = run_export(settings, run_id)
 
@@ -127,7 +124,7 @@ def test_a_job_over_300_kb_is_trimmed_and_the_run_counts_it(
     small = padded_events(jobs=3, sql_bytes=100)
     (huge,) = padded_events(jobs=1, sql_bytes=320_000, seed=12)  # its SQL alone is over the limit
     store_events(db, org.id, [*small, huge])
-    run_id = queued_run(db, make_connector(db, org))
+    run_id = make_run(db, make_connector(db, org)).id
 
     result = run_export(settings, run_id)
 
@@ -145,7 +142,7 @@ def test_every_line_loads_into_openlineage_python_classes(
     settings: Settings, db: Session, org: Organization, s3: Any
 ) -> None:
     store_events(db, org.id, feature_events(jobs=10))
-    run_export(settings, queued_run(db, make_connector(db, org)))
+    run_export(settings, make_run(db, make_connector(db, org)).id)
 
     for line in body(s3).splitlines():
         load_with_openlineage_classes(orjson.loads(line))
@@ -157,7 +154,7 @@ def test_every_line_validates_against_the_openlineage_spec(
     if not VALIDATOR.is_file():
         pytest.skip(f"{SHARED} is absent (a user's clone): the spec and its validator are not available")
     store_events(db, org.id, feature_events())
-    run_export(settings, queued_run(db, make_connector(db, org)))
+    run_export(settings, make_run(db, make_connector(db, org)).id)
     export = tmp_path / "openlineage-events.jsonl"
     export.write_bytes(body(s3))
 
@@ -178,7 +175,7 @@ def test_an_org_without_lineage_gives_an_empty_file_at_the_bucket_root(
     settings: Settings, db: Session, org: Organization, s3: Any
 ) -> None:
     s3.put_object(Bucket=BUCKET, Key="openlineage-events.jsonl", Body=PREVIOUS)
-    run_id = queued_run(db, make_connector(db, org, prefix=""))
+    run_id = make_run(db, make_connector(db, org, prefix="")).id
 
     run_export(settings, run_id)
 
@@ -194,7 +191,7 @@ def test_the_file_lands_directly_under_the_prefix_and_nowhere_else(
     store_events(db, org.id, feature_events(jobs=3))
     s3.put_object(Bucket=BUCKET, Key="elsewhere/keep.txt", Body=b"x")
 
-    run_export(settings, queued_run(db, make_connector(db, org, prefix=prefix)))
+    run_export(settings, make_run(db, make_connector(db, org, prefix=prefix)).id)
 
     key = f"{prefix}/openlineage-events.jsonl" if prefix else "openlineage-events.jsonl"
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
@@ -210,7 +207,7 @@ def test_kms_key_and_bucket_versioning(
         "Arn"
     ]
     store_events(db, org.id, feature_events(jobs=3))
-    run_id = queued_run(db, make_connector(db, org, kms_key_arn=key_arn))
+    run_id = make_run(db, make_connector(db, org, kms_key_arn=key_arn)).id
 
     run_export(settings, run_id)
 
@@ -226,7 +223,7 @@ def test_an_s3_error_mid_upload_leaves_the_previous_file_and_records_the_reason(
     store_events(db, org.id, padded_events(jobs=60, sql_bytes=100_000))
     s3.put_object(Bucket=BUCKET, Key=KEY, Body=PREVIOUS)
     connector = make_connector(db, org)
-    run_id = queued_run(db, connector)
+    run_id = make_run(db, connector).id
     sent: list[list[int]] = []
     clients = HookedClients(settings, lambda client: sent.append(fail_upload_part(client, part_number=2)))
 
@@ -255,7 +252,7 @@ def test_an_interrupted_export_is_aborted_recorded_and_the_interrupt_propagates(
 ) -> None:
     store_events(db, org.id, padded_events(jobs=60, sql_bytes=100_000))
     s3.put_object(Bucket=BUCKET, Key=KEY, Body=PREVIOUS)
-    run_id = queued_run(db, make_connector(db, org))
+    run_id = make_run(db, make_connector(db, org)).id
 
     def interrupt(**_kwargs: Any) -> None:
         raise KeyboardInterrupt  # as if the worker were told to stop while part 1 was being sent
@@ -290,7 +287,7 @@ def test_a_trust_role_that_cannot_be_assumed_is_reported_in_the_spec_words(
         def sts(self) -> Any:
             return sts
 
-    run_id = queued_run(db, make_connector(db, org))
+    run_id = make_run(db, make_connector(db, org)).id
     with stub, pytest.raises(ExportError) as raised:
         run_export(settings, run_id, clients=Clients(settings))
 
@@ -301,7 +298,7 @@ def test_a_trust_role_that_cannot_be_assumed_is_reported_in_the_spec_words(
 
 
 def test_a_missing_bucket_is_reported(settings: Settings, db: Session, org: Organization, aws: str) -> None:
-    run_id = queued_run(db, make_connector(db, org, bucket="no-such-bucket"))
+    run_id = make_run(db, make_connector(db, org, bucket="no-such-bucket")).id
 
     with pytest.raises(ExportError, match="the bucket no-such-bucket does not exist"):
         run_export(settings, run_id)
@@ -328,7 +325,7 @@ def test_throttling_is_a_transient_failure(
         def s3(self, credentials: AssumedCredentials, region: str) -> Any:
             return stubbed
 
-    run_id = queued_run(db, make_connector(db, org))
+    run_id = make_run(db, make_connector(db, org)).id
     with stub, pytest.raises(TransientExportError, match=r"SlowDown \(Please reduce your request rate.\)"):
         run_export(settings, run_id, clients=Clients(settings))
     assert run_of(db, run_id).status is RunStatus.FAILED
@@ -338,16 +335,14 @@ def test_a_run_that_is_not_queued_is_left_alone(
     settings: Settings, db: Session, org: Organization, s3: Any
 ) -> None:
     connector = make_connector(db, org)
-    closed = ExportRun(
-        connector_id=connector.id,
-        status=RunStatus.FAILED,
+    closed = make_run(
+        db,
+        connector,
+        RunStatus.FAILED,
         trigger="schedule",
-        queued_at=utcnow(),
         finished_at=utcnow(),
         error="closed by the tick",
     )
-    db.add(closed)
-    db.commit()
 
     assert run_export(settings, closed.id) is None
     assert run_export(settings, 999_999) is None
@@ -360,7 +355,7 @@ def test_a_run_that_is_not_queued_is_left_alone(
 def test_a_paused_connector_is_not_exported(
     settings: Settings, db: Session, org: Organization, s3: Any
 ) -> None:
-    run_id = queued_run(db, make_connector(db, org, status=ConnectorStatus.PAUSED))
+    run_id = make_run(db, make_connector(db, org, status=ConnectorStatus.PAUSED)).id
 
     with pytest.raises(ExportError, match="The connection is paused"):
         run_export(settings, run_id)
@@ -376,7 +371,7 @@ def test_the_export_reads_only_its_own_organization(
     store_events(db, other.id, feature_events(jobs=5))
     store_events(db, org.id, feature_events(jobs=2, seed=9)[:2])
 
-    run_export(settings, queued_run(db, make_connector(db, org)))
+    run_export(settings, make_run(db, make_connector(db, org)).id)
 
     names = {orjson.loads(line)["job"]["name"] for line in body(s3).splitlines()}
     assert names == {e["job"]["name"] for e in feature_events(jobs=2, seed=9)[:2]}
@@ -406,15 +401,9 @@ def test_uploads_left_pending_by_earlier_runs_are_aborted_by_the_next_export(
     # A run whose worker died mid-upload left this upload pending (see test_export_worker's SIGKILL).
     pending = s3.create_multipart_upload(Bucket=BUCKET, Key=KEY)["UploadId"]
     s3.upload_part(Bucket=BUCKET, Key=KEY, UploadId=pending, PartNumber=1, Body=b"x" * MIN_PART_SIZE)
-    died = ExportRun(
-        connector_id=connector.id, status=RunStatus.FAILED, queued_at=utcnow(), upload_id=pending
-    )
+    died = make_run(db, connector, RunStatus.FAILED, upload_id=pending)
     # One whose upload S3 no longer knows (aborted, or expired by a lifecycle rule).
-    gone = ExportRun(
-        connector_id=connector.id, status=RunStatus.FAILED, queued_at=utcnow(), upload_id="no-such-upload"
-    )
-    db.add_all([died, gone])
-    db.commit()
+    gone = make_run(db, connector, RunStatus.FAILED, upload_id="no-such-upload")
     recorded: list[str | None] = []
     # Parts go up from several threads at once; the lock makes only the first part look, and keeps
     # the test's Session to one thread at a time.
@@ -429,7 +418,7 @@ def test_uploads_left_pending_by_earlier_runs_are_aborted_by_the_next_export(
         # While the new upload runs, its UploadId is on the run already (committed before part 1).
         client.meta.events.register("before-call.s3.UploadPart", record_upload_id)
 
-    run_id = queued_run(db, connector)
+    run_id = make_run(db, connector).id
     run_export(settings, run_id, clients=HookedClients(settings, check_recorded))
 
     assert pending_uploads(s3, BUCKET) == []
@@ -443,9 +432,7 @@ def test_a_failed_cleanup_keeps_the_upload_for_the_next_export(
 ) -> None:
     store_events(db, org.id, feature_events(jobs=3))
     connector = make_connector(db, org)
-    died = ExportRun(connector_id=connector.id, status=RunStatus.FAILED, queued_at=utcnow(), upload_id="u-1")
-    db.add(died)
-    db.commit()
+    died = make_run(db, connector, RunStatus.FAILED, upload_id="u-1")
 
     def refuse_abort(client: Any) -> None:
         # moto cannot be made to refuse one call: botocore's Stubber answers AbortMultipartUpload.
@@ -454,7 +441,7 @@ def test_a_failed_cleanup_keeps_the_upload_for_the_next_export(
         client.meta.events.register("before-call.s3.PutObject", lambda **_: stubber.activate())
 
     with caplog.at_level("WARNING", logger="lineage_core.export.leftovers"):
-        run_id = queued_run(db, connector)
+        run_id = make_run(db, connector).id
         run_export(settings, run_id, clients=HookedClients(settings, refuse_abort))
 
     assert run_of(db, run_id).status is RunStatus.SUCCEEDED  # the new file is in place all the same

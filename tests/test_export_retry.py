@@ -22,7 +22,8 @@ from lineage_core.export.run import TransientExportError, run_export
 from lineage_core.infra.aws import AssumedCredentials, LiveAwsClients
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Organization, RunStatus
-from tests.export_helpers import body, make_connector, queued_run, run_of
+from tests.factories import make_connector, make_run
+from tests.readback import body, run_of
 from tests.services import process_env
 
 
@@ -65,7 +66,7 @@ def test_a_transient_failure_requeues_the_run_for_rq_to_retry(
     job_env: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    run_id = queued_run(db, make_connector(db, org))
+    run_id = make_run(db, make_connector(db, org)).id
     enqueue_runs(settings, [run_id])
     _slow_down_s3(monkeypatch)
     queue = _work_once(settings)
@@ -94,7 +95,7 @@ def test_a_failure_an_admin_must_fix_is_not_retried(
     settings: Settings, db: Session, org: Organization, job_env: None
 ) -> None:
     # No bucket: "Could not write to s3://…: the bucket does not exist" needs the admin, not a retry.
-    run_id = queued_run(db, make_connector(db, org))
+    run_id = make_run(db, make_connector(db, org)).id
     enqueue_runs(settings, [run_id])
     queue = _work_once(settings)
     job = queue.fetch_job(export_job_id(run_id))
@@ -107,7 +108,7 @@ def test_a_failure_an_admin_must_fix_is_not_retried(
 def test_the_last_attempt_records_the_transient_failure(
     settings: Settings, db: Session, org: Organization, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run_id = queued_run(db, make_connector(db, org))
+    run_id = make_run(db, make_connector(db, org)).id
     _slow_down_s3(monkeypatch)
     with pytest.raises(TransientExportError):
         run_export(settings, run_id, retry_pending=False)

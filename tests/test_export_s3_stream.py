@@ -17,8 +17,7 @@ from lineage_core.export.s3_stream import (
     part_size_of,
     upload_stream,
 )
-from tests.conftest import s3_client
-from tests.export_helpers import fail_upload_part, pending_uploads
+from tests.services import fail_upload_part, pending_uploads, s3_client
 
 BUCKET = "stream-bucket"
 KEY = "lineage/openlineage-events.jsonl"

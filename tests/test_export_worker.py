@@ -23,20 +23,8 @@ from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Connector, ExportRun, Organization, RunStatus
 from lineage_core.schedule.rules import next_nightly_run_after
 from lineage_core.schedule.tick import run_tick
-from tests.conftest import s3_client
-from tests.export_helpers import (
-    BUCKET,
-    KEY,
-    PREVIOUS,
-    GatedMotoServer,
-    feature_events,
-    is_upload_part,
-    make_connector,
-    padded_events,
-    pending_uploads,
-    store_events,
-)
-from tests.services import running_process
+from tests.factories import BUCKET, KEY, PREVIOUS, feature_events, make_connector, padded_events, store_events
+from tests.services import GatedMotoServer, is_upload_part, pending_uploads, running_process, s3_client
 
 WAIT_SECONDS = 120  # an upper bound for slow CI machines; no assertion depends on how long anything takes
 

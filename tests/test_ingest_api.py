@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts.api_keys import create_api_key, revoke_api_key
+from lineage_core.accounts.api_keys import revoke_api_key
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import ApiKey, Organization
 from lineage_core.lineage.models import (
@@ -25,7 +25,8 @@ from lineage_core.lineage.models import (
     LineageJobDataset,
 )
 from portal import create_app
-from tests.lineage_factories import graph_of, make_key, make_org, orders_event, run_event
+from tests.factories import make_key, make_org, orders_event, run_event
+from tests.readback import graph_of
 
 URL = "/api/v1/lineage"
 TABLES = (LineageJob, LineageDataset, LineageDatasetField, LineageJobDataset, LineageColumnLineage)
@@ -262,8 +263,7 @@ def test_a_database_outage_is_a_503_the_client_retries(
 
 def test_the_api_needs_no_session_or_csrf_token(app: Flask, db: Session, org: Organization) -> None:
     assert app.config.get("WTF_CSRF_ENABLED", True)
-    secret = create_api_key(db, org.id, "x").secret
-    db.commit()
+    secret = make_key(db, org, "x")
     client = app.test_client()
     response = client.post(URL, json=orders_event(), headers={"Authorization": f"Bearer {secret}"})
     assert response.status_code == 201

@@ -28,7 +28,8 @@ from werkzeug.serving import make_server
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Organization
 from portal import create_app
-from tests.lineage_factories import graph_of, make_key, make_org
+from tests.factories import make_key, make_org
+from tests.readback import graph_of
 
 PG = "postgres://db.internal:5432"
 

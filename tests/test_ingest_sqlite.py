@@ -15,7 +15,8 @@ from lineage_core.infra.db import session_factory
 from lineage_core.infra.models import Organization
 from lineage_core.lineage.models import LineageDataset, LineageJob
 from portal import create_app
-from tests.lineage_factories import dataset, graph_of, make_key, make_org, orders_event, run_event
+from tests.factories import dataset, make_key, make_org, orders_event, run_event
+from tests.readback import graph_of
 
 
 @pytest.fixture

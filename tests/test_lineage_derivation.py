@@ -11,6 +11,7 @@ import copy
 import io
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from tests.factories import (
     store_events,
     transformation,
 )
+from tests.services import running_process
 from tests.web import login
 
 SNAPSHOT = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
@@ -397,3 +399,23 @@ def test_operators_see_what_could_not_be_derived_on_ops_and_in_metrics(
     assert f"<td>{org.slug}</td><td>0</td>" in html
     assert 'olx_lineage_derivations{status="failed"} 1.0' in metrics
     assert 'olx_lineage_derivations{status="waiting"} 1.0' in metrics
+
+
+@pytest.mark.slow  # starts a worker process
+def test_a_worker_derives_an_organization_the_periodic_check_enqueued(
+    settings: Settings, db: Session, org: Organization, tmp_path: Path
+) -> None:
+    store_events(db, org.id, [revenue_event()])
+    assert enqueue_due_derivations(settings) == 1
+    log = tmp_path / "worker.log"
+
+    with running_process(settings, "worker", log):
+        deadline = time.monotonic() + 120
+        while derivation_counts(db, org.id).derived == 0 and time.monotonic() < deadline:
+            db.rollback()
+            time.sleep(0.1)
+
+    assert derivation_counts(db, org.id).derived == 1, log.read_text()[-3000:]
+    db.rollback()
+    assert organizations_due(db) == []  # the job moved the watermark
+    assert "columnLineage" in exported(db, org.id)[0]["outputs"][0]["facets"]

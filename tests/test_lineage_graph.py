@@ -22,7 +22,7 @@ from lineage_core.lineage.graph import (
 )
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.parse import check_event
-from tests.lineage_factories import PG, make_org, orders_event, run_event
+from tests.factories import PG, make_org, orders_event, run_event
 
 
 def load(db: Session, org: Organization, events: list[dict[str, Any]]) -> None:
@@ -150,7 +150,7 @@ def test_input_fields_without_transformations_and_several_transformations_keep_t
     assert not any(dataset.name == "other" for dataset in job.inputs)
 
 
-def test_pages_cover_every_job_once_in_id_order_with_four_queries_each(
+def test_pages_cover_every_job_once_in_id_order_with_six_queries_each(
     settings: Settings, db: Session, org: Organization
 ) -> None:
     load(db, org, list(iter_synthetic_events(23, seed=7)))
@@ -165,9 +165,10 @@ def test_pages_cover_every_job_once_in_id_order_with_four_queries_each(
     assert paged == everything
     assert len(paged) == count_org_jobs(db, org.id) == 23
     assert [job.id for job in paged] == sorted(job.id for job in paged)
-    # 5 pages of (jobs, datasets, fields, lineage) + the empty page that ends the iteration:
-    # the number of queries depends on the number of pages, never on the number of jobs or datasets.
-    assert len(selects) == 5 * 4 + 1
+    # 5 pages of (jobs, datasets, datasets derived from SQL, fields, lineage, lineage derived from SQL)
+    # + the empty page that ends the iteration: the number of queries depends on the number of pages,
+    # never on the number of jobs or datasets.
+    assert len(selects) == 5 * 6 + 1
     assert count_org_jobs(db, other.id) == 5
 
 

@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session
 from lineage_core.demo.synthetic import iter_synthetic_events
 from lineage_core.infra.models import Organization
 from lineage_core.lineage.importer import import_events
-from tests.lineage_factories import graph_of, orders_event, run_event
+from tests.factories import orders_event, run_event
+from tests.readback import graph_of
 
 
 def write_lines(path: Path, lines: list[bytes]) -> Path:

@@ -27,12 +27,11 @@ from lineage_core.lineage.models import (
     LineageJobDataset,
 )
 from lineage_core.lineage.parse import check_event
-from tests.lineage_factories import (
+from tests.factories import (
     column_lineage,
     dataset,
     documentation,
     facet,
-    graph_of,
     input_field,
     make_org,
     orders_event,
@@ -40,6 +39,7 @@ from tests.lineage_factories import (
     schema,
     transformation,
 )
+from tests.readback import graph_of
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ import pytest
 
 from lineage_core.lineage.event import DELETED, EventKind, EventType, Field
 from lineage_core.lineage.parse import EventError, check_event, parse_event
-from tests.lineage_factories import dataset, documentation, facet, orders_event, run_event, schema
+from tests.factories import dataset, documentation, facet, orders_event, run_event, schema
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 

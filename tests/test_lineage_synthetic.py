@@ -17,7 +17,7 @@ from lineage_core.infra.models import Organization
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.merge import LineageOutcome
 from lineage_core.lineage.parse import check_event
-from tests.lineage_factories import graph_of
+from tests.readback import graph_of
 
 VALIDATOR = Path(__file__).resolve().parents[2] / "shared" / "tools" / "validate_openlineage.py"
 

@@ -10,19 +10,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts.organizations import create_organization
 from lineage_core.infra.config import Settings
-from lineage_core.infra.models import (
-    Connector,
-    ConnectorStatus,
-    ExportRun,
-    Organization,
-    RunStatus,
-    User,
-    utcnow,
-)
+from lineage_core.infra.models import Connector, Organization, RunStatus, User, utcnow
 from portal import create_app
-from tests.conftest import csrf_token_from, login
+from tests.factories import make_connector, make_org, make_run
+from tests.web import csrf_token_from, login
 
 
 @pytest.fixture
@@ -32,41 +24,27 @@ def operator_client(client: FlaskClient, operator: User) -> FlaskClient:
 
 
 def _connector(db: Session, org: Organization, n: int) -> Connector:
-    connector = Connector(
-        organization_id=org.id,
-        external_id=f"olx-{n:032d}",
-        bucket=f"bucket-{n}",
-        account_id="210987654321",
-        role_name="R",
-        status=ConnectorStatus.ACTIVE,
-        next_export_at=utcnow() + timedelta(days=n),
-    )
-    db.add(connector)
-    db.commit()
-    return connector
+    return make_connector(db, org, bucket=f"bucket-{n}", next_export_at=utcnow() + timedelta(days=n))
 
 
 def _run(db: Session, connector: Connector, status: RunStatus, hours_ago: int) -> None:
     at = utcnow() - timedelta(hours=hours_ago)
-    db.add(
-        ExportRun(
-            connector_id=connector.id,
-            status=status,
-            queued_at=at,
-            started_at=at,
-            finished_at=at + timedelta(minutes=1),
-            bytes=100,
-            events=3,
-        )
+    make_run(
+        db,
+        connector,
+        status,
+        queued_at=at,
+        started_at=at,
+        finished_at=at + timedelta(minutes=1),
+        bytes=100,
+        events=3,
     )
-    db.commit()
 
 
 def test_operator_page_shows_every_org_with_consecutive_failures(
     operator_client: FlaskClient, db: Session, org: Organization
 ) -> None:
-    other = create_organization(db, "globex")
-    db.commit()
+    other = make_org(db, "globex")
     healthy = _connector(db, org, 1)
     failing = _connector(db, other, 2)
     _run(db, healthy, RunStatus.SUCCEEDED, 5)

@@ -11,6 +11,7 @@ import requests
 from botocore.exceptions import ClientError
 
 from lineage_core.setup.reader_policy import reader_policy
+from tests.services import s3_client
 
 BUCKET = "acme-lineage"
 PREFIX = "foundational/openlineage"
@@ -58,7 +59,7 @@ def _denied(call: Any) -> bool:
 
 @pytest.mark.parametrize("prefix", [PREFIX, ""], ids=["prefix", "bucket-root"])
 def test_the_reader_can_read_the_export_and_nothing_else(aws: str, prefix: str) -> None:
-    admin = boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
+    admin = s3_client(aws)
     admin.create_bucket(Bucket=BUCKET)
     admin.create_bucket(Bucket="other-bucket")
     export_key = f"{prefix}/openlineage-events.jsonl" if prefix else "openlineage-events.jsonl"

@@ -24,7 +24,7 @@ from lineage_core.setup.cloudformation import (
     render_template,
 )
 from lineage_core.setup.role_spec import RoleSpec
-from tests.conftest import VENDOR_ACCOUNT_ID
+from tests.services import VENDOR_ACCOUNT_ID
 
 CUSTOMER_ACCOUNT_ID = "111122223333"
 EXTERNAL_ID = "olx-3q2PZk0Vt0sX8jv6kYb1rNQe7u5wH9cD"

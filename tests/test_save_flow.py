@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import requests
 from flask import Flask
 from flask.testing import FlaskClient
@@ -20,8 +19,9 @@ from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Run
 from lineage_core.setup.cloudformation import render_template
 from lineage_core.setup.role_spec import RoleSpec
 from portal import create_app
-from tests.conftest import VENDOR_ACCOUNT_ID, login, post_form
-from tests.wizard_helpers import FORM, create_bucket, create_role_through_iam, save, start_and_fill
+from tests.factories import create_bucket, create_role_through_iam
+from tests.services import VENDOR_ACCOUNT_ID, s3_client
+from tests.web import FORM, login, post_form, save, start_and_fill
 
 
 def _spec(connector: Connector) -> RoleSpec:
@@ -49,7 +49,7 @@ def test_download_deploy_save_activates_and_queues_the_first_export(
     assert connector.verified_at is not None
 
     # The probe is gone, nothing else was written.
-    s3 = boto3.client("s3", endpoint_url=aws, region_name="us-east-1")
+    s3 = s3_client(aws)
     assert s3.list_objects_v2(Bucket="acme-lineage").get("KeyCount") == 0
 
     # The first export is queued: a run row in the database and its job on the export queue.

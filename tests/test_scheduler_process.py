@@ -9,25 +9,23 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.config import Settings
-from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Organization, utcnow
+from lineage_core.infra.models import ExportRun, Organization, utcnow
+from tests.factories import make_connector
 from tests.services import running_process, running_worker
 
 
 def test_the_scheduler_process_ticks_and_a_due_connector_gets_an_export(
     settings: Settings, aws: str, db: Session, org: Organization
 ) -> None:
-    connector = Connector(
-        organization_id=org.id,
-        external_id="olx-" + "c" * 32,
+    connector = make_connector(
+        db,
+        org,
         bucket="no-such-bucket",
         account_id="123456789012",
         role_name="Exporter",
-        status=ConnectorStatus.ACTIVE,
         verified_at=utcnow() - timedelta(days=20),
         next_export_at=utcnow() - timedelta(minutes=1),
     )
-    db.add(connector)
-    db.commit()
     with running_worker(settings), running_process(settings, "worker.scheduler"):
         deadline = time.monotonic() + 60
         run = None

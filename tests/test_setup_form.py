@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.models import Connector, ConnectorStatus
-from tests.conftest import post_form
+from tests.web import post_form
 
 GOOD = {
     "bucket": "acme-lineage",

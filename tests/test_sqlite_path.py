@@ -7,15 +7,21 @@ from flask.testing import FlaskClient
 from sqlalchemy import inspect, select
 from sqlalchemy.exc import IntegrityError
 
-from lineage_core.accounts.organizations import create_organization
-from lineage_core.accounts.users import create_user
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import get_engine, session_scope
-from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Role, RunStatus
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus
 from lineage_core.setup.role_spec import RoleSpec
 from portal import create_app
-from tests.conftest import PASSWORD, VENDOR_ACCOUNT_ID, login
-from tests.wizard_helpers import create_bucket, create_role_through_iam, save, start_and_fill
+from tests.factories import (
+    create_bucket,
+    create_role_through_iam,
+    make_connector,
+    make_org,
+    make_run,
+    make_user,
+)
+from tests.services import VENDOR_ACCOUNT_ID
+from tests.web import login, save, start_and_fill
 
 
 def test_migrations_create_every_table_on_sqlite(sqlite_settings: Settings) -> None:
@@ -25,8 +31,7 @@ def test_migrations_create_every_table_on_sqlite(sqlite_settings: Settings) -> N
 
 def test_wizard_and_save_on_sqlite(sqlite_settings: Settings, aws: str) -> None:
     with session_scope(sqlite_settings.database_url) as session:
-        org = create_organization(session, "acme")
-        create_user(session, "admin@acme.test", PASSWORD, Role.ORG_ADMIN, org)
+        make_user(session, make_org(session, "acme"), "admin@acme.test")
     client: FlaskClient = create_app(test_config={"TESTING": True}, settings=sqlite_settings).test_client()
     login(client, "admin@acme.test")
     create_bucket(aws)
@@ -44,15 +49,11 @@ def test_wizard_and_save_on_sqlite(sqlite_settings: Settings, aws: str) -> None:
 
 def test_one_in_flight_run_per_connector_is_enforced_by_sqlite_too(sqlite_settings: Settings) -> None:
     with session_scope(sqlite_settings.database_url) as session:
-        org = create_organization(session, "acme")
-        connector = Connector(organization_id=org.id, external_id="olx-" + "a" * 32)
-        session.add(connector)
-        session.flush()
-        session.add(ExportRun(connector_id=connector.id, status=RunStatus.QUEUED))
-        session.flush()
-        session.add(ExportRun(connector_id=connector.id, status=RunStatus.SUCCEEDED))
-        session.flush()  # finished runs are not limited
+        org = make_org(session, "acme")
+        # Finished runs are not limited.
+        connector = make_connector(
+            session, org, status=ConnectorStatus.DRAFT, runs=[RunStatus.QUEUED, RunStatus.SUCCEEDED]
+        )
         connector_id = connector.id
     with pytest.raises(IntegrityError), session_scope(sqlite_settings.database_url) as session:
-        session.add(ExportRun(connector_id=connector_id, status=RunStatus.RUNNING))
-        session.flush()
+        make_run(session, session.get_one(Connector, connector_id), RunStatus.RUNNING)

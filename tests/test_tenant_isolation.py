@@ -9,11 +9,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts.organizations import create_organization
-from lineage_core.accounts.users import create_user
-from lineage_core.infra.models import Connector, ConnectorStatus, Role
-from tests.conftest import PASSWORD, csrf_token_from, login
-from tests.wizard_helpers import start_and_fill
+from lineage_core.infra.models import Connector, ConnectorStatus
+from tests.factories import make_org, make_user
+from tests.web import csrf_token_from, login, start_and_fill
 
 
 @pytest.fixture
@@ -23,9 +21,7 @@ def victim_connector(admin_client: FlaskClient, db: Session) -> Connector:
 
 @pytest.fixture
 def intruder(app: Flask, db: Session) -> FlaskClient:
-    other = create_organization(db, "globex")
-    create_user(db, "admin@globex.test", PASSWORD, Role.ORG_ADMIN, other)
-    db.commit()
+    make_user(db, make_org(db, "globex"), "admin@globex.test")
     client = app.test_client()
     login(client, "admin@globex.test")
     return client

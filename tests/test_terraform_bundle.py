@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from lineage_core.infra.models import Connector
 from lineage_core.setup import cloudformation, terraform_bundle
 from lineage_core.setup.role_spec import RoleSpec
 from lineage_core.setup.terraform_bundle import (
@@ -23,7 +22,8 @@ from lineage_core.setup.terraform_bundle import (
     root_configuration,
     root_snippet,
 )
-from tests.terraform_support import MODULE_DIR, Workdir, copy_tree, parse_hcl, require_terraform
+from tests.factories import build_connector
+from tests.terraform import MODULE_DIR, Workdir, copy_tree, parse_hcl, require_terraform
 
 SPEC = RoleSpec(
     vendor_account_id="999988887777",
@@ -284,7 +284,7 @@ def test_unzipped_bundle_is_terraform_fmt_clean(tmp_path: Path) -> None:
     ],
 )
 def test_download_name_is_safe_in_a_header_and_a_shell(role_name: str | None, expected: str) -> None:
-    assert download_name(Connector(role_name=role_name)) == expected
+    assert download_name(build_connector(role_name=role_name)) == expected
 
 
 def test_generated_root_asks_for_the_same_versions_as_the_module() -> None:

@@ -28,7 +28,7 @@ import pytest
 from lineage_core.setup import cloudformation, destination
 from lineage_core.setup.role_spec import RoleSpec
 from lineage_core.setup.terraform_bundle import build_zip, hcl_string
-from tests.terraform_support import (
+from tests.terraform import (
     MODULE_DIR,
     POLICIES_DIR,
     REPO_ROOT,

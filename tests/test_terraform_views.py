@@ -11,13 +11,12 @@ from flask import Flask, render_template
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session
 
-from lineage_core.accounts.organizations import create_organization
-from lineage_core.accounts.users import create_user
-from lineage_core.infra.models import Connector, Role, User
+from lineage_core.infra.models import User
 from lineage_core.setup.role_spec import RoleSpec
 from lineage_core.setup.terraform_bundle import bundle_folder, download_name, root_configuration, root_snippet
-from tests.conftest import PASSWORD, VENDOR_ACCOUNT_ID, login, post_form
-from tests.wizard_helpers import CUSTOMER_ACCOUNT, start_and_fill
+from tests.factories import build_connector, make_org, make_user
+from tests.services import VENDOR_ACCOUNT_ID
+from tests.web import CUSTOMER_ACCOUNT, login, post_form, start_and_fill
 
 
 @pytest.fixture(autouse=True)
@@ -73,9 +72,7 @@ def test_only_the_connectors_own_org_admins_can_download(
     login(staff, operator.email)
     assert staff.get(_zip_url(connector.id)).status_code == 403
 
-    other = create_organization(db, "globex", "Globex")
-    create_user(db, "admin@globex.test", PASSWORD, Role.ORG_ADMIN, other)
-    db.commit()
+    make_user(db, make_org(db, "globex", "Globex"), "admin@globex.test")
     intruder = app.test_client()
     login(intruder, "admin@globex.test")
     assert intruder.get(_zip_url(connector.id)).status_code == 404
@@ -93,7 +90,7 @@ def test_deploy_page_offers_the_module_and_the_snippet(admin_client: FlaskClient
 
 
 def test_partial_escapes_the_snippet(app: Flask) -> None:
-    connector = Connector(id=7, account_id=CUSTOMER_ACCOUNT)
+    connector = build_connector(id=7, account_id=CUSTOMER_ACCOUNT)
     with app.test_request_context():
         rendered = render_template(
             "integrations/_terraform.html", connector=connector, terraform_snippet='<script>"x"</script>'

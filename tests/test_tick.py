@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from redis import Redis
@@ -16,26 +17,19 @@ from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, Organization, RunStatus, utcnow
 from lineage_core.schedule.rules import next_nightly_run_after
 from lineage_core.schedule.tick import run_tick
+from tests.factories import make_connector, make_run
 from tests.services import flush_redis_except_claim
 from worker.periodic_jobs import PeriodicJob, reconcile
 
 
-def _connector(db: Session, org: Organization, n: int, **fields: object) -> Connector:
-    values: dict[str, object] = {
-        "organization_id": org.id,
-        "external_id": f"olx-{n:032d}",
+def _connector(db: Session, org: Organization, n: int, **fields: Any) -> Connector:
+    """Connector ``n``, due a minute ago unless ``fields`` say otherwise."""
+    values: dict[str, Any] = {
         "bucket": f"bucket-{n}",
-        "account_id": "210987654321",
-        "role_name": "Role",
-        "status": ConnectorStatus.ACTIVE,
-        "verified_at": utcnow() - timedelta(days=1),
         "next_export_at": utcnow() - timedelta(minutes=1),
         **fields,
     }
-    connector = Connector(**values)
-    db.add(connector)
-    db.commit()
-    return connector
+    return make_connector(db, org, **values)
 
 
 def _queue(settings: Settings) -> Queue:
@@ -87,16 +81,7 @@ def test_a_running_run_whose_job_vanished_is_closed_and_retried_next_night(
 ) -> None:
     connector = _connector(db, org, 1, next_export_at=None)
     started = utcnow() - timedelta(minutes=30)
-    db.add(
-        ExportRun(
-            connector_id=connector.id,
-            status=RunStatus.RUNNING,
-            queued_at=started,
-            started_at=started,
-            job_id="export-run-1",
-        )
-    )
-    db.commit()
+    make_run(db, connector, RunStatus.RUNNING, queued_at=started, started_at=started, job_id="export-run-1")
 
     now = utcnow()
     report = run_tick(settings, now=now)
@@ -111,12 +96,7 @@ def test_a_running_run_whose_job_vanished_is_closed_and_retried_next_night(
 
 def test_a_run_that_just_started_is_left_alone(settings: Settings, db: Session, org: Organization) -> None:
     connector = _connector(db, org, 1, next_export_at=None)
-    db.add(
-        ExportRun(
-            connector_id=connector.id, status=RunStatus.RUNNING, started_at=utcnow(), job_id="export-run-1"
-        )
-    )
-    db.commit()
+    make_run(db, connector, RunStatus.RUNNING, started_at=utcnow(), job_id="export-run-1")
     assert run_tick(settings).closed == 0
 
 

@@ -1,19 +1,52 @@
-"""Walking the setup wizard through the test client, and preparing the customer's side in moto."""
+"""The portal through Flask's test client: the test PASSWORD, signing in, CSRF-protected forms, and the
+setup wizard's steps ("Start Setup", "Set Up New Connection", Save).
+"""
 
 from __future__ import annotations
 
-import json
+import re
 from typing import Any
 
-import boto3
 from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.models import Connector
-from lineage_core.setup.cloudformation import expected_policies
-from lineage_core.setup.role_spec import RoleSpec
-from tests.conftest import post_form
+
+PASSWORD = "correct horse battery staple"
+
+_CSRF_INPUT = re.compile(r'<input[^>]*name="csrf_token"[^>]*value="([^"]+)"')
+
+
+def csrf_token_from(html: str) -> str:
+    match = _CSRF_INPUT.search(html)
+    assert match, "page has no CSRF token"
+    return match.group(1)
+
+
+def login(client: FlaskClient, email: str, password: str = PASSWORD) -> None:
+    page = client.get("/login")
+    response = client.post(
+        "/login",
+        data={
+            "email": email,
+            "password": password,
+            "csrf_token": csrf_token_from(page.get_data(as_text=True)),
+        },
+    )
+    assert response.status_code == 302, response.get_data(as_text=True)
+
+
+def post_form(client: FlaskClient, page_url: str, post_url: str | None, data: dict[str, Any]) -> Any:
+    """GET ``page_url`` for its CSRF token, then POST ``data`` with it to ``post_url`` (default: same)."""
+    page = client.get(page_url)
+    assert page.status_code == 200, (page_url, page.status_code)
+    return client.post(
+        post_url or page_url, data={**data, "csrf_token": csrf_token_from(page.get_data(as_text=True))}
+    )
+
+
+# The setup wizard --------------------------------------------------------------------------------------
 
 CUSTOMER_ACCOUNT = "123456789012"  # moto's account; the template's Rule compares it with AWS::AccountId
 FORM = {
@@ -44,25 +77,3 @@ def start_and_fill(client: FlaskClient, db: Session, **overrides: str) -> Connec
 def save(client: FlaskClient, connector_id: int) -> Any:
     deploy_url = f"/integrations/openlineage/{connector_id}/deploy"
     return post_form(client, deploy_url, f"/integrations/openlineage/{connector_id}/save", {})
-
-
-def create_bucket(endpoint: str, bucket: str = "acme-lineage") -> None:
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-
-
-def create_role_through_iam(endpoint: str, spec: RoleSpec) -> str:
-    """The role the template creates, made through the IAM API with the very same documents.
-
-    Needed where moto's IAM enforcement is on: moto answers HTTP 500 to S3 calls signed with the
-    credentials of a role that CloudFormation created, but enforces the same policy on an IAM-made one.
-    """
-    iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1")
-    documents = expected_policies(spec)
-    role = iam.create_role(
-        RoleName=spec.role_name,
-        Path=spec.role_path,
-        AssumeRolePolicyDocument=json.dumps(documents["trust_policy"]),
-    )["Role"]
-    for name, document in documents["inline_policies"].items():
-        iam.put_role_policy(RoleName=spec.role_name, PolicyName=name, PolicyDocument=json.dumps(document))
-    return str(role["Arn"])

@@ -1,4 +1,8 @@
-"""A real Terraform binary for the tests, driven through python-terraform 0.10.1.
+"""The Terraform module under test and a real Terraform binary, driven through python-terraform 0.10.1.
+
+Also the module's inputs the Terraform tests share: a base RoleSpec, the matrix of policy cases
+(partitions, KMS, special characters), and the module's and the policies submodule's variables for a
+spec; and the module's declared variables and outputs, read with python-hcl2.
 
 Only provider-free configurations run here (no registry is reachable, so the AWS provider cannot be
 installed): the policy submodule, the module's ``variables.tf`` and generated module blocks. Working
@@ -27,13 +31,15 @@ import sysconfig
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
 from python_terraform import IsFlagged, IsNotFlagged, Terraform
+
+from lineage_core.setup.role_spec import RoleSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODULE_DIR = REPO_ROOT / "terraform"
@@ -194,3 +200,110 @@ def parse_hcl(text: str) -> dict[str, Any]:
         )
     options = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False, with_comments=False)
     return dict(hcl2.loads(text, serialization_options=options))
+
+
+def declared_variables(path: Path) -> dict[str, dict[str, Any]]:
+    """The ``variable`` blocks of a ``.tf`` file, by name."""
+    return {name: body for block in parse_hcl(path.read_text())["variable"] for name, body in block.items()}
+
+
+def declared_outputs(path: Path) -> dict[str, dict[str, Any]]:
+    """The ``output`` blocks of a ``.tf`` file, by name."""
+    return {name: body for block in parse_hcl(path.read_text())["output"] for name, body in block.items()}
+
+
+# The module's inputs ------------------------------------------------------------------------------------
+
+VENDOR_ACCOUNT = "999988887777"
+CUSTOMER_ACCOUNT = "123456789012"  # moto's default account: where the CloudFormation stacks run
+
+BASE_SPEC = RoleSpec(
+    vendor_account_id=VENDOR_ACCOUNT,
+    external_id="olx-3q9V0mX2bK7wTzL1pN8rYc5dHf4sJ6g_",
+    role_name="foundational-openlineage",
+    role_path="/",
+    bucket="acme-lineage",
+    prefix="",
+    customer_account_id=CUSTOMER_ACCOUNT,
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    spec: RoleSpec
+    partition: str
+    region: str
+
+
+MATRIX = [
+    Case("empty-prefix", BASE_SPEC, "aws", "us-east-1"),
+    Case("nested-prefix", replace(BASE_SPEC, prefix="foundational/openlineage/prod"), "aws", "us-east-1"),
+    Case(
+        "kms-key",
+        replace(
+            BASE_SPEC,
+            prefix="exports",
+            kms_key_arn="arn:aws:kms:eu-west-1:123456789012:key/0f3c9e58-1d2b-4c8a-9e7f-5a6b7c8d9e0f",
+        ),
+        "aws",
+        "eu-west-1",
+    ),
+    Case(
+        "role-path-boundary-special-characters",
+        replace(
+            BASE_SPEC,
+            role_name="ol+export=1,a.b@c_d-e",
+            role_path="/integrations/openlineage/",
+            permissions_boundary_arn="arn:aws:iam::123456789012:policy/boundaries/vendor-access",
+            external_id="olx-a+b=c,d.e@f:g/h-i_j",
+            prefix="team=data/export(v1)!_+'.x",
+        ),
+        "aws",
+        "us-east-1",
+    ),
+    Case(
+        "aws-cn",
+        replace(
+            BASE_SPEC, prefix="lineage/cn", kms_key_arn="arn:aws-cn:kms:cn-north-1:123456789012:key/abc-123"
+        ),
+        "aws-cn",
+        "cn-north-1",
+    ),
+    Case(
+        "aws-us-gov",
+        replace(BASE_SPEC, kms_key_arn="arn:aws-us-gov:kms:us-gov-west-1:123456789012:key/def-456"),
+        "aws-us-gov",
+        "us-gov-west-1",
+    ),
+]
+
+
+def policy_variables(case: Case) -> dict[str, Any]:
+    """The policies submodule's inputs for ``case``."""
+    return {
+        "partition": case.partition,
+        "vendor_account_id": case.spec.vendor_account_id,
+        "external_id": case.spec.external_id,
+        "bucket_name": case.spec.bucket,
+        "prefix": case.spec.prefix,
+        "kms_key_arn": case.spec.kms_key_arn,
+    }
+
+
+def module_variables(spec: RoleSpec) -> dict[str, str]:
+    """The module's inputs for ``spec``: the same mapping as the generated root configuration."""
+    values = {
+        "vendor_account_id": spec.vendor_account_id,
+        "external_id": spec.external_id,
+        "account_id": spec.customer_account_id,
+        "bucket_name": spec.bucket,
+        "prefix": spec.prefix,
+        "role_name": spec.role_name,
+        "role_path": spec.role_path,
+    }
+    if spec.kms_key_arn:
+        values["kms_key_arn"] = spec.kms_key_arn
+    if spec.permissions_boundary_arn:
+        values["permissions_boundary_arn"] = spec.permissions_boundary_arn
+    return values
