@@ -27,7 +27,7 @@ from lineage_core.infra.models import ApiKey, utcnow
 
 KEY_PREFIX = "olk_"
 NAME_MAX = 200
-_KEY = re.compile(r"^olk_[0-9a-f]{8}_[A-Za-z0-9_-]{43}$")
+_KEY = re.compile(r"\Aolk_[0-9a-f]{8}_[A-Za-z0-9_-]{43}\Z", re.ASCII)
 _PREFIX_CHARS = len(KEY_PREFIX) + 8
 # last_used_at is informative; writing it on every event would make all concurrent requests of one
 # producer queue on the key's row lock.

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from lineage_core.accounts.errors import AccountError
 from lineage_core.infra.models import Organization
 
-_SLUG = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?", re.ASCII)
+_SLUG = re.compile(r"\A[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?\Z", re.ASCII)
 
 
 def create_organization(session: Session, slug: str, name: str | None = None) -> Organization:

@@ -12,7 +12,10 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from lineage_core.accounts.errors import AccountError
 from lineage_core.infra.models import Organization, Role, User
 
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+", re.ASCII)
+# Printable ASCII without '@' or spaces on either side of the '@' (\x21-\x3f and \x41-\x7e): "[^@\s]"
+# would also take non-ASCII letters and Unicode spaces.
+_PART = r"[\x21-\x3f\x41-\x7e]+"
+_EMAIL = re.compile(rf"\A{_PART}@{_PART}\.{_PART}\Z", re.ASCII)
 MIN_PASSWORD_LENGTH = 12
 # werkzeug's default (scrypt). The test suite lowers the cost; the stored hash names its own method,
 # so checking works whatever method a hash was made with.

@@ -7,6 +7,7 @@ silently different behaviour in production.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -16,7 +17,12 @@ from urllib.parse import urlparse
 DEFAULT_DATABASE_URL = "sqlite:///instance/portal.db"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
-_ACCOUNT_ID = re.compile(r"^\d{12}$", re.ASCII)
+# Every pattern is ASCII-only (\d is [0-9], not any Unicode digit) and anchored with \A...\Z: "$"
+# would also match before a trailing newline.
+_ACCOUNT_ID = re.compile(r"\A[0-9]{12}\Z", re.ASCII)
+_QUEUE_NAME = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z", re.ASCII)
+_SECRET_FIELDS = frozenset({"secret_key", "metrics_token"})
+_URL_FIELDS = frozenset({"database_url", "redis_url", "aws_endpoint_url"})
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -53,6 +59,23 @@ class Settings:
     export_queue: str
     local_mode: bool
     metrics_token: str | None = None
+
+    def __repr__(self) -> str:
+        # Settings end up in tracebacks, debuggers and error reports (any of which may print locals):
+        # the signing key and the metrics token never appear, and URLs lose their passwords.
+        fields = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name in _SECRET_FIELDS:
+                shown = "'***'" if value else repr(value)
+            elif field.name in _URL_FIELDS:
+                shown = repr(_redact(value))
+            else:
+                shown = repr(value)
+            fields.append(f"{field.name}={shown}")
+        return f"Settings({', '.join(fields)})"
+
+    __str__ = __repr__
 
     @property
     def schedule_queue(self) -> str:
@@ -98,7 +121,7 @@ class Settings:
         if urlparse(redis_url).scheme not in {"redis", "rediss", "unix"}:
             raise ConfigError(f"REDIS_URL must be a redis:// URL; got {_redact(redis_url)!r}.")
         queue = env.get("EXPORT_QUEUE", "exports")
-        if not re.match(r"^[A-Za-z0-9_-]{1,64}$", queue):
+        if not _QUEUE_NAME.match(queue):
             raise ConfigError(f"EXPORT_QUEUE may contain only letters, digits, '_' and '-'; got {queue!r}.")
         return cls(
             database_url=_normalise_postgres_url(database_url),
@@ -140,9 +163,17 @@ def _normalise_postgres_url(url: str) -> str:
     return url
 
 
-def _redact(url: str) -> str:
-    """The URL without its password, for error messages."""
-    parsed = urlparse(url)
-    if parsed.password:
-        return url.replace(parsed.password, "***")
+def _redact(url: str | None) -> str | None:
+    """The URL without its password (and without a token-like user name alone), for messages and repr."""
+    if not url:
+        return url
+    try:
+        parsed = urlparse(url)
+        password = parsed.password
+    except ValueError:
+        return "***"
+    if password:
+        netloc = parsed.netloc.rpartition("@")
+        user = netloc[0].partition(":")[0]
+        return parsed._replace(netloc=f"{user}:***@{netloc[2]}").geturl()
     return url

@@ -48,12 +48,17 @@ MAX_SCHEMA_DEPTH = 32
 MAX_FUTURE = timedelta(days=1)
 TRANSFORMATION_TYPES = ("DIRECT", "INDIRECT")
 
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_DATE_TIME = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
-    r"(?P<offset>[Zz]|[+-]\d{2}:?\d{2})?$"
+# ASCII-only and anchored with \A...\Z: "\d" would take Arabic-Indic digits (which int() then reads),
+# and "$" would accept a trailing newline.
+_UUID = re.compile(
+    r"\A[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z", re.ASCII
 )
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DATE_TIME = re.compile(
+    r"\A([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(?P<offset>[Zz]|[+-][0-9]{2}:?[0-9]{2})?\Z",
+    re.ASCII,
+)
+_IDENTIFIER = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z", re.ASCII)
 _EXPECTED = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer"}
 
 T = TypeVar("T")

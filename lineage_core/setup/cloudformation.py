@@ -116,7 +116,7 @@ def render_template(spec: RoleSpec) -> str:
     return _RENDERED_HEADER + body
 
 
-_UNSAFE_FILENAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+_UNSAFE_FILENAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+", re.ASCII)
 
 
 def download_name(connector: Connector) -> str:

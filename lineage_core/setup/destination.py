@@ -19,21 +19,28 @@ DEFAULT_INTERVAL_DAYS = 14
 MAX_INTERVAL_DAYS = 365
 MAX_KEY_BYTES = 1024
 
-_BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")
+# Every pattern here is ASCII-only (re.ASCII: \d and \w match no other script's digits or letters) and
+# anchored with \A...\Z ("$" would also match before a trailing newline).
+_BUCKET_CHARS = re.compile(r"\A[a-z0-9][a-z0-9.-]*[a-z0-9]\Z", re.ASCII)
 _BUCKET_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 _BUCKET_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 # ASCII letters, digits and S3's "safe" punctuation. Excludes '*', '?' and '$' on purpose: the prefix is
 # pasted into IAM policy resources, where those would widen the grant (wildcards, policy variables).
-_PREFIX_SEGMENT = re.compile(r"^[A-Za-z0-9!_.'()=+-]+$", re.ASCII)
-_ACCOUNT_ID = re.compile(r"^\d{12}$", re.ASCII)
-_ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$", re.ASCII)
-_ROLE_PATH = re.compile(r"^/(?:[\w+=,.@-]+/)*$", re.ASCII)
+_PREFIX_SEGMENT = re.compile(r"\A[A-Za-z0-9!_.'()=+-]+\Z", re.ASCII)
+_ACCOUNT_ID = re.compile(r"\A[0-9]{12}\Z", re.ASCII)
+_DASHED_ACCOUNT_ID = re.compile(r"\A[0-9]{4}-[0-9]{4}-[0-9]{4}\Z", re.ASCII)
+_DAYS = re.compile(r"\A[0-9]{1,6}\Z", re.ASCII)
+_ROLE_NAME = re.compile(r"\A[\w+=,.@-]{1,64}\Z", re.ASCII)
+_ROLE_PATH = re.compile(r"\A/(?:[\w+=,.@-]+/)*\Z", re.ASCII)
 _PARTITION = r"aws(?:-cn|-us-gov|-iso|-iso-b|-iso-e|-iso-f|-eusc)?"
-_KMS_KEY_ARN = re.compile(rf"^arn:{_PARTITION}:kms:[a-z0-9-]+:\d{{12}}:key/[A-Za-z0-9-]{{1,128}}$", re.ASCII)
-_POLICY_ARN = re.compile(
-    rf"^arn:{_PARTITION}:iam::(?:\d{{12}}|aws):policy/(?:[\w+=,.@-]+/)*[\w+=,.@-]{{1,128}}$"
+_KMS_KEY_ARN = re.compile(
+    rf"\Aarn:{_PARTITION}:kms:[a-z0-9-]+:[0-9]{{12}}:key/[A-Za-z0-9-]{{1,128}}\Z", re.ASCII
 )
-EXTERNAL_ID_PATTERN = re.compile(r"^[\w+=,.@:/-]{32,1224}$", re.ASCII)
+_POLICY_ARN = re.compile(
+    rf"\Aarn:{_PARTITION}:iam::(?:[0-9]{{12}}|aws):policy/(?:[\w+=,.@-]+/)*[\w+=,.@-]{{1,128}}\Z",
+    re.ASCII,
+)
+EXTERNAL_ID_PATTERN = re.compile(r"\A[\w+=,.@:/-]{32,1224}\Z", re.ASCII)
 
 
 class FieldError(ValueError):
@@ -107,7 +114,7 @@ def parse_prefix(raw: str) -> str:
 
 def parse_account_id(raw: str) -> str:
     stripped = raw.strip()
-    value = stripped.replace("-", "") if re.fullmatch(r"\d{4}-\d{4}-\d{4}", stripped, re.ASCII) else stripped
+    value = stripped.replace("-", "") if _DASHED_ACCOUNT_ID.match(stripped) else stripped
     if not _ACCOUNT_ID.match(value):
         raise FieldError("An AWS account ID is exactly 12 digits (for example: 123456789012).")
     return value
@@ -163,7 +170,7 @@ def parse_interval_days(raw: str | int) -> int:
     text = str(raw).strip()
     if not text:
         return DEFAULT_INTERVAL_DAYS
-    if not re.fullmatch(r"\d{1,6}", text, re.ASCII):
+    if not _DAYS.match(text):
         raise FieldError(f"Enter a whole number of days from {MIN_INTERVAL_DAYS} to {MAX_INTERVAL_DAYS}.")
     value = int(text)
     if value < MIN_INTERVAL_DAYS:

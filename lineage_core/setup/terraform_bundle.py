@@ -39,7 +39,7 @@ _REQUIRED_VERSION = ">= 1.2"
 _AWS_PROVIDER_VERSION = ">= 4.0"
 
 _HCL_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_UNSAFE_FILENAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+_UNSAFE_FILENAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+", re.ASCII)
 
 
 def hcl_string(value: str) -> str:
