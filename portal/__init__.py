@@ -14,6 +14,7 @@ from werkzeug.wrappers.response import Response
 
 from lineage_core.infra.config import ConfigError, Settings
 from portal import database, security
+from portal.converters import DatabaseIdConverter
 from portal.extensions import csrf, login_manager
 
 
@@ -38,6 +39,8 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
     if test_config:
         app.config.update(test_config)
 
+    # Before any blueprint adds its rules: every <int:...> in the URL map is a bounded database id.
+    app.url_map.converters["int"] = DatabaseIdConverter
     csrf.init_app(app)
     login_manager.init_app(app)
     database.init_app(app)

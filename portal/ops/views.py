@@ -13,12 +13,14 @@ from portal.security import operator_required
 
 bp = Blueprint("ops", __name__, url_prefix="/ops")
 PAGE_SIZE = 200
+MAX_PAGE = 1_000_000
 
 
 @bp.get("/")
 @operator_required
 def index() -> str:
-    page = max(request.args.get("page", 1, type=int) or 1, 1)
+    # Bounded: OFFSET is a bigint, and a page past the last one is simply empty.
+    page = min(max(request.args.get("page", 1, type=int) or 1, 1), MAX_PAGE)
     rows = connector_health(get_db(), limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
     connection = redis_connection(settings())
     try:
