@@ -19,6 +19,7 @@ What the graph looks like, so demos, tests and benchmarks exercise what real pro
 from __future__ import annotations
 
 import random
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -400,8 +401,15 @@ def _event(
         joins.append((0, left, alias, key))
     status = next((c.name for c in inputs[0].columns if "status" in c.name), None)
     sort_key = next((c.name for c in inputs[0].columns if c.generic == "timestamp"), None)
+    # Drawn exactly when earlier versions drew it, so that an organization stays the same for a seed.
+    sorted_output = sort_key is not None and rng.random() < 0.3
+    # The output is ordered (and says so in its lineage) only when it is not grouped: the SQL and the
+    # column lineage describe the same query.
+    if group_by or not sorted_output:
+        sort_key = None
+    job_namespace, job_name, integration, job_type, dialect = _job_identity(index, output, inputs)
 
-    sql = _sql(output, inputs, derived, joins, status, group_by, sort_key, aliases)
+    sql = _sql(output, inputs, derived, joins, status, group_by, sort_key, aliases, dialect)
     dataset_deps: list[dict[str, Any]] = []
     for left_alias, left, right_alias, right in joins:
         for alias, column in ((left_alias, left), (right_alias, right)):
@@ -432,14 +440,13 @@ def _event(
                 inputs[alias], column, "INDIRECT", "GROUP_BY", False, f"One output row per distinct {column}."
             )
         )
-    if sort_key and rng.random() < 0.3:
+    if sort_key:
         dataset_deps.append(
             _input_field(
                 inputs[0], sort_key, "INDIRECT", "SORT", False, f"Output ordered by {sort_key}, newest first."
             )
         )
 
-    job_namespace, job_name, integration, job_type, dialect = _job_identity(index, output, inputs)
     event_time = start + timedelta(seconds=index * 7, microseconds=rng.randrange(1_000_000))
     return {
         "eventType": "COMPLETE",
@@ -529,12 +536,17 @@ def _sql(
     group_by: list[tuple[int, str]],
     sort_key: str | None,
     aliases: str,
+    dialect: str,
 ) -> str:
     select_list = ",\n       ".join(f"{d.expression} AS {d.column.name}" for d in derived)
-    lines = [f"INSERT INTO {output.name}", f"SELECT {select_list}", f"FROM {inputs[0].name} AS a"]
+    lines = [
+        f"INSERT INTO {_sql_name(output, dialect)}",
+        f"SELECT {select_list}",
+        f"FROM {_sql_name(inputs[0], dialect)} AS a",
+    ]
     for _left_alias, left, right_alias, right in joins:
         lines.append(
-            f"JOIN {inputs[right_alias].name} AS {aliases[right_alias]} "
+            f"JOIN {_sql_name(inputs[right_alias], dialect)} AS {aliases[right_alias]} "
             f"ON a.{left} = {aliases[right_alias]}.{right}"
         )
     if any("fx.usd_rate" in d.expression for d in derived):
@@ -543,9 +555,20 @@ def _sql(
         lines.append(f"WHERE a.{status} <> 'cancelled'")
     if group_by:
         lines.append("GROUP BY " + ", ".join(f"{aliases[alias]}.{column}" for alias, column in group_by))
-    elif sort_key:
+    if sort_key:
         lines.append(f"ORDER BY a.{sort_key} DESC")
     return "\n".join(lines)
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*", re.ASCII)
+
+
+def _sql_name(table: _Table, dialect: str) -> str:
+    """The table's name as the query writes it: quoted when it is not plain identifiers (a file path)."""
+    if _PLAIN_NAME.fullmatch(table.name):
+        return table.name
+    quote = "`" if dialect == "bigquery" else '"'
+    return f"{quote}{table.name}{quote}"
 
 
 def _facet(producer: str, name: str, version: str, body: dict[str, Any]) -> dict[str, Any]:
