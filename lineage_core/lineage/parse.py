@@ -39,6 +39,7 @@ from lineage_core.lineage.event import (
     Sql,
     Transformation,
 )
+from lineage_core.lineage.limits import check_event_size
 from lineage_core.lineage.models import FIELD_NAME_MAX, LABEL_MAX, NAME_MAX, NAMESPACE_MAX
 
 MAX_PROBLEMS = 20
@@ -69,7 +70,7 @@ class Problem:
     """One reason an event is rejected: the field's path, a machine-readable code, a sentence."""
 
     field: str
-    code: str  # malformed_json | wrong_type | missing_field | invalid_value | too_long
+    code: str  # malformed_json | wrong_type | missing_field | invalid_value | too_long | too_many_items
     message: str
 
 
@@ -79,6 +80,10 @@ class EventError(ValueError):
     def __init__(self, problems: list[Problem]) -> None:
         super().__init__(problems[0].message)
         self.problems = problems
+
+
+class EventTooLargeError(EventError):
+    """The event goes over one of the limits of :mod:`lineage_core.lineage.limits` (the API's 413)."""
 
 
 class _TooManyProblemsError(Exception):
@@ -105,7 +110,16 @@ def parse_event(body: bytes | str, *, now: datetime | None = None) -> Event:
 
 
 def check_event(data: Any, *, now: datetime | None = None) -> Event:
-    """Check an already decoded JSON value as one OpenLineage event. See :func:`parse_event`."""
+    """Check an already decoded JSON value as one OpenLineage event. See :func:`parse_event`.
+
+    Raises:
+        EventTooLargeError: the event lists more inputs, outputs, schema fields or column-lineage edges
+            than :data:`lineage_core.lineage.limits.DEFAULT_LIMITS` allow (counted before anything else).
+        EventError: the event breaks another rule.
+    """
+    breach = check_event_size(data)
+    if breach is not None:
+        raise EventTooLargeError([Problem(breach.field, "too_many_items", breach.message)])
     checker = _Checker(now or datetime.now(UTC))
     try:
         event = checker.event(data)

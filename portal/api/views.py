@@ -15,8 +15,11 @@ Contract:
     4xx: the event is rejected and nothing of it is stored. The body always has the same shape:
     ``{"error": code, "message": sentence, "field": path, "problems": [{"field", "code", "message"}]}``.
     400 malformed or invalid event; 401 missing, invalid or revoked key; 403 key of another
-    organization than ``X-Organization``; 413 body too large; 415 unsupported Content-Type or
-    Content-Encoding. 503: the database is unavailable; retry later (the client does).
+    organization than ``X-Organization``; 413 body too large (``payload_too_large``, with or without
+    Content-Length: a chunked body is refused the same way), or more inputs, outputs, schema fields or
+    column-lineage edges than :mod:`lineage_core.lineage.limits` allows (``event_too_large``, naming
+    the limit); 415 unsupported Content-Type or Content-Encoding. 503: the database is unavailable;
+    retry later (the client does).
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from lineage_core.accounts.api_keys import AuthenticationError, authenticate, parse_bearer, record_use
 from lineage_core.infra.models import Organization
 from lineage_core.lineage.ingest import store_event
-from lineage_core.lineage.parse import EventError, Problem, parse_event
+from lineage_core.lineage.parse import EventError, EventTooLargeError, Problem, parse_event
 from portal.database import get_db
 from portal.extensions import csrf
 from portal.security import public_endpoint
 
 DEFAULT_MAX_EVENT_BYTES = 5 * 1024 * 1024
+_READ_CHUNK = 256 * 1024
 ORG_HEADER = "X-Organization"
 
 log = logging.getLogger(__name__)
@@ -72,7 +76,10 @@ def _error(status: int, error: str, problems: list[Problem]) -> tuple[Response, 
 
 
 def _max_bytes() -> int:
-    return int(current_app.config.get("LINEAGE_MAX_EVENT_BYTES", DEFAULT_MAX_EVENT_BYTES))
+    """The event's limit: ``LINEAGE_MAX_EVENT_BYTES``, never more than the app-wide MAX_CONTENT_LENGTH."""
+    limit = int(current_app.config.get("LINEAGE_MAX_EVENT_BYTES", DEFAULT_MAX_EVENT_BYTES))
+    app_limit = current_app.config.get("MAX_CONTENT_LENGTH")
+    return min(limit, int(app_limit)) if app_limit else limit
 
 
 def _too_large(limit: int) -> _RejectedError:
@@ -93,12 +100,7 @@ def _read_body(limit: int) -> bytes:
         )
     if request.content_length is not None and request.content_length > limit:
         raise _too_large(limit)
-    try:
-        raw = request.stream.read(limit + 1)
-    except RequestEntityTooLarge:
-        raise _too_large(limit) from None
-    if len(raw) > limit:
-        raise _too_large(limit)
+    raw = _read_at_most(limit)
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding in ("identity", ""):
         return raw
@@ -120,6 +122,31 @@ def _read_body(limit: int) -> bytes:
     if not decompressor.eof:
         raise _RejectedError(400, "malformed_body", "body", "The gzip body is truncated.")
     return body
+
+
+def _read_at_most(limit: int) -> bytes:
+    """The raw body; raises the 413 as soon as it is longer than ``limit``, whatever its framing.
+
+    A chunked body has no Content-Length. Werkzeug then stops its stream at the app's
+    MAX_CONTENT_LENGTH without an error when the reader asks for no more than that, and a single read
+    returned the body cut at 5 MiB: an event followed by 6 MB of whitespace was stored. So the stream's
+    own maximum is set one byte past ours, and it is read to its end (or one byte past the limit).
+    """
+    request.max_content_length = limit + 1
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while size <= limit:
+            chunk = request.stream.read(min(_READ_CHUNK, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except RequestEntityTooLarge:
+        raise _too_large(limit) from None
+    if size > limit:
+        raise _too_large(limit)
+    return b"".join(chunks)
 
 
 @bp.post("/lineage")
@@ -160,6 +187,8 @@ def _ingest(db: Session) -> tuple[Response, int]:
         return _error(401, error.reason.value, [Problem("Authorization", error.reason.value, str(error))])
     except _RejectedError as rejected:
         return _error(rejected.status, rejected.problem.code, [rejected.problem])
+    except EventTooLargeError as error:
+        return _error(413, "event_too_large", error.problems)
     except EventError as error:
         code = "malformed_json" if error.problems[0].code == "malformed_json" else "invalid_event"
         return _error(400, code, error.problems)
