@@ -26,7 +26,7 @@ from lineage_core.export.s3_stream import MIN_PART_SIZE, NDJSON_CONTENT_TYPE
 from lineage_core.export.snapshot import GENERATION_GC_THRESHOLD, write_snapshot_lines
 from lineage_core.infra.aws import AssumedCredentials, LiveAwsClients
 from lineage_core.infra.config import Settings
-from lineage_core.infra.models import ConnectorStatus, Organization, RunStatus, utcnow
+from lineage_core.infra.models import ConnectorStatus, Organization, RunStatus, UploadState, utcnow
 from lineage_core.lineage.importer import import_events
 from lineage_core.schedule.rules import next_nightly_run_after
 from tests.factories import (
@@ -43,6 +43,7 @@ from tests.factories import (
 )
 from tests.readback import body, graph_of, load_with_openlineage_classes, run_of
 from tests.services import fail_upload_part, pending_uploads
+from tests.uploads import add_pending_upload, pending_upload_ids, uploads_of
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 VALIDATOR = SHARED / "tools" / "validate_openlineage.py"
@@ -401,9 +402,11 @@ def test_uploads_left_pending_by_earlier_runs_are_aborted_by_the_next_export(
     # A run whose worker died mid-upload left this upload pending (see test_export_worker's SIGKILL).
     pending = s3.create_multipart_upload(Bucket=BUCKET, Key=KEY)["UploadId"]
     s3.upload_part(Bucket=BUCKET, Key=KEY, UploadId=pending, PartNumber=1, Body=b"x" * MIN_PART_SIZE)
-    died = make_run(db, connector, RunStatus.FAILED, upload_id=pending)
+    died = make_run(db, connector, RunStatus.FAILED)
+    add_pending_upload(db, died, pending)
     # One whose upload S3 no longer knows (aborted, or expired by a lifecycle rule).
-    gone = make_run(db, connector, RunStatus.FAILED, upload_id="no-such-upload")
+    gone = make_run(db, connector, RunStatus.FAILED)
+    add_pending_upload(db, gone, "no-such-upload")
     recorded: list[str | None] = []
     # Parts go up from several threads at once; the lock makes only the first part look, and keeps
     # the test's Session to one thread at a time.
@@ -412,7 +415,7 @@ def test_uploads_left_pending_by_earlier_runs_are_aborted_by_the_next_export(
     def record_upload_id(**_: Any) -> None:
         with first_part:
             if not recorded:
-                recorded.append(run_of(db, run_id).upload_id)
+                recorded.extend(pending_upload_ids(db, run_id))
 
     def check_recorded(client: Any) -> None:
         # While the new upload runs, its UploadId is on the run already (committed before part 1).
@@ -423,7 +426,10 @@ def test_uploads_left_pending_by_earlier_runs_are_aborted_by_the_next_export(
 
     assert pending_uploads(s3, BUCKET) == []
     assert len(recorded) == 1 and recorded[0] not in (None, pending)
-    assert [run_of(db, r).upload_id for r in (died.id, gone.id, run_id)] == [None, None, None]
+    assert [pending_upload_ids(db, r) for r in (died.id, gone.id, run_id)] == [[], [], []]
+    assert uploads_of(db, died.id) == {pending: UploadState.ABORTED}
+    assert uploads_of(db, gone.id) == {"no-such-upload": UploadState.GONE}
+    assert list(uploads_of(db, run_id).values()) == [UploadState.COMPLETED]
     assert run_of(db, run_id).status is RunStatus.SUCCEEDED
 
 
@@ -432,7 +438,8 @@ def test_a_failed_cleanup_keeps_the_upload_for_the_next_export(
 ) -> None:
     store_events(db, org.id, feature_events(jobs=3))
     connector = make_connector(db, org)
-    died = make_run(db, connector, RunStatus.FAILED, upload_id="u-1")
+    died = make_run(db, connector, RunStatus.FAILED)
+    add_pending_upload(db, died, "u-1")
 
     def refuse_abort(client: Any) -> None:
         # moto cannot be made to refuse one call: botocore's Stubber answers AbortMultipartUpload.
@@ -445,5 +452,5 @@ def test_a_failed_cleanup_keeps_the_upload_for_the_next_export(
         run_export(settings, run_id, clients=HookedClients(settings, refuse_abort))
 
     assert run_of(db, run_id).status is RunStatus.SUCCEEDED  # the new file is in place all the same
-    assert run_of(db, died.id).upload_id == "u-1"
+    assert pending_upload_ids(db, died.id) == ["u-1"]
     assert f"could not abort the pending upload of export run {died.id}: AccessDenied" in caplog.text

@@ -2,23 +2,30 @@
 
 :func:`run_export` is what the RQ job ``worker.jobs.export_connector(run_id)`` does:
 
-1. The run is claimed (:mod:`lineage_core.export.runs`); a run no longer ``queued`` is left alone.
+1. The run is claimed under a lease (:mod:`lineage_core.export.runs`, :mod:`lineage_core.export.lease`):
+   a ``queued`` run, or a ``running`` one whose lease expired (RQ's retry taking over its own run); any
+   other run is left alone. The lease is renewed from a thread while the export works.
 2. The snapshot: the customer's role is assumed with the connector's External ID
    (:mod:`lineage_core.export.connect`, on the side while the first part is generated); the org's
    graph is read in one consistent, read-only transaction (:mod:`lineage_core.export.snapshot`) and
    each job becomes one RunEvent line (:mod:`lineage_core.export.events`, eventTime = the run's
    ``started_at``); the lines stream into ``<prefix>/openlineage-events.jsonl`` through one multipart
    upload (:mod:`lineage_core.export.s3_stream`) that completes at the end or is aborted, so readers
-   only ever see the previous complete file or the new complete file. The upload's id is committed on
-   the run as soon as it exists; once the new file is in place, uploads that earlier runs left pending
-   (their worker was killed) are aborted (:mod:`lineage_core.export.leftovers`).
+   only ever see the previous complete file or the new complete file. Every upload's id is committed
+   (``export_uploads``) as soon as it exists; just before the Complete step the lease is confirmed in
+   the database (an attempt that lost it aborts and stops) and what the step will put in place is noted
+   on the run, so that if its outcome cannot be recorded the next attempt finds it out from S3
+   (:mod:`lineage_core.export.recovery`). Once the new file is in place, every other upload of the
+   connector still pending (a killed worker's, a failed abort's) is aborted
+   (:mod:`lineage_core.export.leftovers`).
 3. The run is closed ``succeeded`` (events, bytes, ETag, version, the 300 KB rule's counts) or
    ``failed`` with the admin's sentence (:mod:`lineage_core.export.failures`), and the connector's
    next export time is refreshed.
 4. A failure is raised, never returned, so RQ records the job as failed: :class:`ExportError`, or
    :class:`TransientExportError` for causes that usually pass by themselves (S3 throttling or 5xx,
    network, database connection) and merit an early retry with backoff. ``KeyboardInterrupt`` and
-   ``SystemExit`` (worker shutdown) are recorded and re-raised as they are.
+   ``SystemExit`` (worker shutdown) are recorded and re-raised as they are. An attempt that lost its
+   lease records nothing (the run is someone else's) and returns None.
 
 Nothing here logs credentials: the assumed-role credentials never leave :mod:`lineage_core.infra.aws`'s
 clients, and database errors are described by their type only (their text can carry SQL parameters).
@@ -29,10 +36,21 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from lineage_core.export.connect import DeferredClient, connect
-from lineage_core.export.events import EventStats, EventWriter
-from lineage_core.export.failures import ExportError, TransientExportError, describe_failure
-from lineage_core.export.leftovers import abort_leftover_uploads, record_upload
+from lineage_core.export.events import EventWriter
+from lineage_core.export.failures import RETRIED, ExportError, TransientExportError, describe_failure
+from lineage_core.export.lease import (
+    Completing,
+    GuardedS3,
+    LeaseKeeper,
+    LeaseLostError,
+    UploadGuard,
+    confirm_before_complete,
+)
+from lineage_core.export.leftovers import abort_leftover_uploads, mark_upload, record_upload
+from lineage_core.export.recovery import completed_object
 from lineage_core.export.runs import (
     ClaimedRun,
     ExportResult,
@@ -45,13 +63,13 @@ from lineage_core.export.s3_stream import (
     DEFAULT_PART_SIZE,
     DEFAULT_UPLOAD_THREADS,
     S3Target,
-    UploadedObject,
     upload_stream,
 )
 from lineage_core.export.snapshot import snapshot_session, write_snapshot_lines
 from lineage_core.infra.aws import AwsClients
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import session_factory
+from lineage_core.infra.models import UploadState
 from lineage_core.setup.destination import export_key
 
 __all__ = ["ExportError", "ExportResult", "TransientExportError", "run_export"]
@@ -80,7 +98,8 @@ def run_export(
             ``queued`` (with the reason noted) instead of counting as failed.
 
     Returns:
-        The export's result, or None when the run was not ``queued`` (nothing was done).
+        The export's result, or None when there was nothing to do (the run is closed, or held by
+        another live attempt) or this attempt lost its lease on the way (it stopped before Complete).
 
     Raises:
         TransientExportError: a failure worth retrying soon; the run is queued again when a retry is
@@ -90,38 +109,48 @@ def run_export(
     """
     factory = session_factory(settings.database_url)
     with factory() as session:
-        run = claim(session, run_id)
+        try:
+            run = claim(session, run_id)
+        except SQLAlchemyError as error:
+            session.rollback()
+            raise TransientExportError(
+                f"The export could not reach Foundational's database ({type(error).__name__}). {RETRIED}"
+            ) from error
         if run is None:
             return None
         destination = run.destination
         logger.info(
-            "export run %s of connector %s started: s3://%s/%s",
+            "export run %s of connector %s started: s3://%s/%s%s",
             run_id,
             run.connector_id,
             destination.bucket,
             export_key(destination.prefix),
+            " (an earlier attempt's outcome is unknown)" if run.completing else "",
         )
-        try:
-            uploaded, stats = _export(settings, run, clients, part_size, upload_threads)
-        except BaseException as error:
-            failure = describe_failure(error, run.connector_id, destination)
-            if retry_pending and isinstance(failure, TransientExportError):
-                requeue_for_retry(session, run_id, str(failure))
-            else:
-                close_failed(session, run_id, run.connector_id, str(failure))
-            if not isinstance(error, Exception):
-                raise  # KeyboardInterrupt / SystemExit: let the worker stop as it was asked to
-            raise failure from error
-        result = ExportResult(
-            run_id=run_id,
-            events=stats.events,
-            bytes=uploaded.size,
-            etag=uploaded.etag,
-            version_id=uploaded.version_id,
-            trimmed=stats.trimmed,
-            omitted=stats.omitted,
-        )
-        close_succeeded(session, run.connector_id, result)
+        with LeaseKeeper(settings.database_url, run_id, run.owner) as keeper:
+            try:
+                result = _export(settings, run, clients, part_size, upload_threads, keeper)
+            except LeaseLostError:
+                logger.warning("export run %s was taken over by another attempt; this one stopped", run_id)
+                return None
+            except BaseException as error:
+                failure = describe_failure(error, run.connector_id, destination)
+                if retry_pending and isinstance(failure, TransientExportError):
+                    requeue_for_retry(session, run_id, str(failure), run.owner)
+                else:
+                    close_failed(session, run_id, run.connector_id, str(failure), run.owner)
+                if not isinstance(error, Exception):
+                    raise  # KeyboardInterrupt / SystemExit: let the worker stop as it was asked to
+                raise failure from error
+            try:
+                close_succeeded(session, run.connector_id, result, run.owner)
+            except SQLAlchemyError as error:
+                # The file is in place; the run still says running. Its next attempt (RQ's retry, or the
+                # tick's requeue once the lease expired) reads the object's ETag and records the truth.
+                raise TransientExportError(
+                    "The new export file is in place, but Foundational's database did not answer when "
+                    f"the export was recorded ({type(error).__name__}). The next attempt records it."
+                ) from error
         logger.info(
             "export run %s succeeded: %d events, %d bytes, %d trimmed, %d omitted",
             run_id,
@@ -139,12 +168,14 @@ def _export(
     clients: AwsClients | None,
     part_size: int,
     upload_threads: int,
-) -> tuple[UploadedObject, EventStats]:
+    keeper: LeaseKeeper,
+) -> ExportResult:
     destination = run.destination
     target = S3Target(
         bucket=destination.bucket, key=export_key(destination.prefix), kms_key_arn=destination.kms_key_arn
     )
     writer = EventWriter(run.started_at)
+    guard = _RunGuard(settings, run, keeper, writer)
     # Assuming the role and building the S3 client take a good fraction of a second (botocore loads
     # its models): done on the side while the first part is generated, nothing waits for them.
     with (
@@ -152,13 +183,79 @@ def _export(
         snapshot_session(settings.database_url) as read_session,
     ):
         s3 = DeferredClient(connecting.submit(connect, settings, destination, clients))
+        if run.completing is not None:
+            found = completed_object(s3, target, run.completing)
+            if found is not None:
+                # An earlier attempt's Complete went through; only its record was missing.
+                logger.info("export run %s: the earlier attempt's file is in place; recording it", run.run_id)
+                if run.completing.upload_id:
+                    mark_upload(settings, run.completing.upload_id, UploadState.COMPLETED)
+                abort_leftover_uploads(settings, s3, run.connector_id, run.completing.upload_id)
+                etag, version_id = found
+                return ExportResult(
+                    run_id=run.run_id,
+                    events=run.completing.events,
+                    bytes=run.completing.bytes,
+                    etag=etag,
+                    version_id=version_id,
+                    trimmed=run.completing.trimmed,
+                    omitted=run.completing.omitted,
+                )
         uploaded = upload_stream(
-            s3,
+            GuardedS3(s3, guard),
             target,
             write_snapshot_lines(read_session, run.organization_id, writer),
             part_size=part_size,
             upload_threads=upload_threads,
-            on_upload_started=lambda upload_id: record_upload(settings, run.run_id, upload_id),
         )
-    abort_leftover_uploads(settings, s3, target, run.connector_id, run.run_id)
-    return uploaded, writer.stats
+    abort_leftover_uploads(settings, s3, run.connector_id, guard.upload_id)
+    return ExportResult(
+        run_id=run.run_id,
+        events=writer.stats.events,
+        bytes=uploaded.size,
+        etag=uploaded.etag,
+        version_id=uploaded.version_id,
+        trimmed=writer.stats.trimmed,
+        omitted=writer.stats.omitted,
+    )
+
+
+class _RunGuard(UploadGuard):
+    """The run's side of :class:`GuardedS3`: its lease, its upload rows, what its Complete will do."""
+
+    def __init__(self, settings: Settings, run: ClaimedRun, keeper: LeaseKeeper, writer: EventWriter) -> None:
+        self._settings = settings
+        self._run = run
+        self._keeper = keeper
+        self._writer = writer
+        self.upload_id: str | None = None
+
+    def check(self) -> None:
+        if self._keeper.lost.is_set():
+            raise LeaseLostError(f"export run {self._run.run_id} was taken over")
+
+    def record_open(self, upload_id: str, bucket: str, key: str) -> None:
+        # If this raises, the upload is aborted and the error propagates (see upload_stream).
+        record_upload(
+            self._settings, self._run.run_id, self._run.connector_id, self._run.owner, upload_id, bucket, key
+        )
+        self.upload_id = upload_id
+
+    def before_complete(self, upload_id: str | None, etag: str | None, size: int) -> None:
+        self.check()
+        stats = self._writer.stats  # final: the body has been generated whole
+        completing = Completing(
+            owner=self._run.owner,
+            etag=etag,
+            events=stats.events,
+            bytes=size,
+            trimmed=stats.trimmed,
+            omitted=stats.omitted,
+            upload_id=upload_id,
+        )
+        confirm_before_complete(self._settings.database_url, self._run.run_id, completing)
+        if upload_id is not None:
+            mark_upload(self._settings, upload_id, UploadState.COMPLETING)
+
+    def record_closed(self, upload_id: str, *, completed: bool) -> None:
+        mark_upload(self._settings, upload_id, UploadState.COMPLETED if completed else UploadState.ABORTED)

@@ -191,12 +191,60 @@ class ExportRun(Base):
     # out of the file. NULL for runs that did not succeed, and for runs recorded before they were kept.
     trimmed: Mapped[int | None] = mapped_column(Integer)
     omitted: Mapped[int | None] = mapped_column(Integer)
-    # The run's multipart upload, from its start until it is completed: a worker killed mid-export
-    # cannot abort it, so the connector's next successful export does (lineage_core.export.run).
-    upload_id: Mapped[str | None] = mapped_column(String(1024))
+    # The lease of a running run (lineage_core.export.lease): the attempt that owns it, and until when.
+    # Its worker renews it while it works; only an expired lease lets the tick close the run or another
+    # attempt (an RQ retry) take it over, and an attempt that lost it never completes its upload.
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # Set (JSON: owner, expected ETag, figures) just before the Complete step, so that an attempt whose
+    # outcome could not be recorded is found out by the next one (lineage_core.export.recovery).
+    completing: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
 
     connector: Mapped[Connector] = relationship(back_populates="runs")
+
+
+class UploadState(enum.StrEnum):
+    OPEN = "open"  # S3 holds it (parts stored, invisible) as far as we know
+    COMPLETING = "completing"  # its Complete was sent; the outcome is not recorded yet
+    COMPLETED = "completed"  # S3 completed it: it is the object
+    ABORTED = "aborted"  # we aborted it
+    GONE = "gone"  # S3 no longer knows it (completed, aborted or expired by a lifecycle rule)
+
+
+class ExportUpload(Base):
+    """A multipart upload an export opened, kept until it is known completed or aborted.
+
+    A run may open several (one per attempt: RQ retries, takeovers); an abort may fail. Every row still
+    ``open`` is aborted by the connector's next successful export (lineage_core.export.leftovers).
+    """
+
+    __tablename__ = "export_uploads"
+    __table_args__ = (
+        Index("ix_export_uploads_connector_state", "connector_id", "state"),
+        Index("ix_export_uploads_run", "run_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("export_runs.id", ondelete="CASCADE"))
+    connector_id: Mapped[int] = mapped_column(ForeignKey("connectors.id", ondelete="CASCADE"))
+    owner: Mapped[str | None] = mapped_column(String(200))  # the attempt (lease owner) that opened it
+    upload_id: Mapped[str] = mapped_column(String(1024))
+    bucket: Mapped[str] = mapped_column(String(63))
+    object_key: Mapped[str] = mapped_column(String(1100))
+    state: Mapped[UploadState] = mapped_column(_enum(UploadState))
+    opened_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    closed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class ServiceHeartbeat(Base):
+    """When a periodic piece of the service last did its work (``tick``: the schedule's tick)."""
+
+    __tablename__ = "service_heartbeats"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime())
+    detail: Mapped[str | None] = mapped_column(Text)
 
 
 class ApiKey(Base):
