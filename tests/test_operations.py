@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Connector, Organization, RunStatus, User, utcnow
+from lineage_core.ops.heartbeats import TICK, record_beat
 from portal import create_app
 from tests.factories import make_connector, make_org, make_run
 from tests.web import csrf_token_from, login
@@ -94,10 +95,13 @@ def test_rq_dashboard_app_factory_can_run_twice(settings: Settings) -> None:
     assert second.test_client().get("/admin/rq/").status_code == 302
 
 
-def test_healthz_is_public_and_reports_each_dependency(client: FlaskClient) -> None:
+def test_healthz_is_public_and_reports_each_dependency(client: FlaskClient, db: Session) -> None:
+    record_beat(db, TICK, at=utcnow())
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.get_json() == {"status": "ok", "checks": {"database": "ok", "redis": "ok"}}
+    body = response.get_json()
+    assert body.pop("last_tick_at") is not None
+    assert body == {"status": "ok", "checks": {"database": "ok", "redis": "ok", "schedule": "ok"}}
 
 
 def test_healthz_reports_redis_down(settings: Settings) -> None:
@@ -106,7 +110,7 @@ def test_healthz_reports_redis_down(settings: Settings) -> None:
     )
     response = app.test_client().get("/healthz")
     assert response.status_code == 503
-    assert response.get_json()["checks"] == {"database": "ok", "redis": "unreachable"}
+    assert response.get_json()["checks"] == {"database": "ok", "redis": "unreachable", "schedule": "late"}
 
 
 def test_metrics_need_a_token_or_an_operator(client: FlaskClient, admin: User) -> None:

@@ -6,6 +6,7 @@ restarts (no per-process counters to lose or sum).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -17,9 +18,10 @@ from sqlalchemy.orm import Session
 
 from lineage_core.export.queue import redis_connection
 from lineage_core.infra.config import Settings
-from lineage_core.infra.models import Connector, ExportRun, RunStatus
+from lineage_core.infra.models import Connector, ExportRun, RunStatus, utcnow
 from lineage_core.lineage.derivation_status import derivation_counts
 from lineage_core.lineage.models import LineageColumnLineage, LineageDataset, LineageJob
+from lineage_core.ops.heartbeats import tick_health
 
 
 class ServiceCollector(Collector):
@@ -33,6 +35,7 @@ class ServiceCollector(Collector):
         yield from self._queues()
         yield from self._lineage()
         yield from self._derivations()
+        yield from self._schedule()
 
     def _exports(self) -> Iterator[Metric]:
         runs = CounterMetricFamily("olx_export_runs", "Export runs by status.", labels=["status"])
@@ -77,6 +80,36 @@ class ServiceCollector(Collector):
             duration.add_metric(["mean"], sum(durations) / len(durations))
         yield duration
         yield GaugeMetricFamily("olx_export_succeeded_runs", "Successful export runs.", value=count)
+
+    def _schedule(self) -> Iterator[Metric]:
+        """When the schedule's tick last ran, from the database: a lost tick (Redis flushed, scheduler
+        down) shows as a growing age. +Inf when no tick was ever recorded."""
+        health = tick_health(self._session)
+        age = health.age_seconds if health.age_seconds is not None else math.inf
+        yield GaugeMetricFamily(
+            "olx_last_tick_age_seconds", "Seconds since the schedule's tick last ran.", value=age
+        )
+        if health.last_at is not None:
+            yield GaugeMetricFamily(
+                "olx_last_tick_timestamp_seconds",
+                "When the schedule's tick last ran (Unix time).",
+                value=health.last_at.timestamp(),
+            )
+        leased = GaugeMetricFamily(
+            "olx_export_runs_running", "Running export runs by the state of their lease.", labels=["lease"]
+        )
+        now = utcnow()
+        live = self._session.scalar(
+            select(func.count())
+            .select_from(ExportRun)
+            .where(ExportRun.status == RunStatus.RUNNING, ExportRun.lease_expires_at >= now)
+        )
+        running = self._session.scalar(
+            select(func.count()).select_from(ExportRun).where(ExportRun.status == RunStatus.RUNNING)
+        )
+        leased.add_metric(["live"], live or 0)
+        leased.add_metric(["expired"], (running or 0) - (live or 0))
+        yield leased
 
     def _connectors(self) -> Iterator[Metric]:
         gauge = GaugeMetricFamily("olx_connectors", "Connectors by status.", labels=["status"])

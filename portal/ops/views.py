@@ -7,6 +7,7 @@ from redis.exceptions import RedisError
 
 from lineage_core.export.queue import redis_connection
 from lineage_core.lineage.derivation_status import derivation_counts, derivation_counts_by_organization
+from lineage_core.ops.heartbeats import tick_health
 from lineage_core.ops.status import connector_health, queue_health, worker_health
 from portal.database import get_db, settings
 from portal.security import operator_required
@@ -39,4 +40,5 @@ def index() -> str:
         page_size=PAGE_SIZE,
         derivations=derivation_counts(get_db()),
         derivations_by_org=derivation_counts_by_organization(get_db()),
+        tick=tick_health(get_db()),
     )
