@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from redis import Redis
-from rq import Queue, Worker
+from rq import Queue
 
 import worker.jobs  # noqa: F401  (imported here, once, rather than in every job's fork)
 from lineage_core.infra.process import prepare_for_jobs, start_process
+from worker.registration import ExportWorker
 
 
 def main() -> int:
@@ -21,7 +22,8 @@ def main() -> int:
         Queue(settings.export_queue, connection=connection),
     ]
     # with_scheduler: RQ's own scheduler puts delayed jobs (retries after a backoff) back on the queue.
-    Worker(queues, connection=connection).work(with_scheduler=True)
+    # ExportWorker: registers again when Redis forgot it, and keeps a local heartbeat file.
+    ExportWorker(queues, connection=connection).work(with_scheduler=True)
     return 0
 
 

@@ -3,7 +3,9 @@
 rq-scheduler keeps scheduled jobs in Redis across restarts, so a changed or removed definition would
 otherwise live on. At start the scheduler process calls :func:`reconcile`: each definition's job id
 carries a hash of the definition, so changed ones get a new id; ids we own that are no longer
-declared are cancelled. Keeping this in one module lets rq-scheduler be swapped out later.
+declared are cancelled. Redis is also where they get lost (a flush, a restart without persistence):
+the scheduler calls :func:`restore_missing` at every loop. Keeping this in one module lets
+rq-scheduler be swapped out later.
 """
 
 from __future__ import annotations
@@ -59,9 +61,24 @@ def reconcile(
     removed = sorted(present - wanted.keys())
     for job_id in removed:
         scheduler.cancel(job_id)
+    added = restore_missing(scheduler, queue_name, jobs, present)
+    return {"added": added, "removed": removed}
+
+
+def restore_missing(
+    scheduler: Scheduler,
+    queue_name: str,
+    jobs: tuple[PeriodicJob, ...] = PERIODIC_JOBS,
+    present: set[str] | None = None,
+) -> list[str]:
+    """Schedule the declared jobs rq-scheduler does not hold (after a Redis flush or restart: none), due
+    now. Removes nothing, so that two versions of the scheduler during a deploy do not undo each other.
+    The scheduler process calls it at every loop. Returns the ids it added."""
+    if present is None:
+        present = {job.id for job in scheduler.get_jobs() if job.id.startswith(ID_PREFIX)}
     added = []
-    for job_id, job in wanted.items():
-        if job_id in present:
+    for job in jobs:
+        if job.job_id in present:
             continue
         scheduler.schedule(
             scheduled_time=datetime.now(UTC).replace(tzinfo=None),  # rq-scheduler works in naive UTC
@@ -69,10 +86,10 @@ def reconcile(
             interval=job.interval_seconds,
             repeat=None,
             timeout=job.timeout_seconds,
-            id=job_id,
+            id=job.job_id,
             queue_name=queue_name,
             result_ttl=3600,
             description=f"periodic: {job.name}",
         )
-        added.append(job_id)
-    return {"added": added, "removed": removed}
+        added.append(job.job_id)
+    return added
