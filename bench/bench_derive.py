@@ -17,6 +17,9 @@ Not a test: run it by hand on an otherwise idle machine (numbers move with load)
 
     .venv/bin/python -m bench.bench_derive            # full run (corpus, 2,000 synthetic jobs, 10k timing)
     .venv/bin/python -m bench.bench_derive --quick    # a short run (200 jobs, 1,000-job timing, extrapolated)
+
+(c) derives a whole organization through PostgreSQL, as the worker's job does (needs the local
+PostgreSQL, as the tests do).
 """
 
 from __future__ import annotations
@@ -390,11 +393,98 @@ def _ten_thousand(jobs_count: int, seed: int) -> None:
     )
 
 
+def _through_the_store(jobs_count: int, seed: int) -> None:
+    """(c) What the worker's job does: derive a whole organization stored in PostgreSQL, then again.
+
+    The synthetic events are stored without their columnLineage facet (a producer that sends only SQL
+    and table lineage), into a throwaway database; the first pass derives every job, the second finds
+    every source fingerprint unchanged. Then the export's read of the organization, derived lineage
+    merged in, against the same read before the derivation (the baseline).
+    """
+    import io
+
+    import orjson
+
+    from lineage_core.export.events import EventWriter
+    from lineage_core.export.snapshot import write_snapshot_lines
+    from lineage_core.infra import migrate
+    from lineage_core.infra.db import session_factory
+    from lineage_core.infra.models import Organization, utcnow
+    from lineage_core.lineage.derivations import derive_organization
+    from lineage_core.lineage.importer import import_events
+    from tests.services import throwaway_postgres_database
+
+    module = _synthetic_module()
+    body = io.BytesIO()
+    for event in module.iter_synthetic_events(jobs_count, seed):
+        for output in event["outputs"]:
+            output["facets"].pop("columnLineage", None)
+        body.write(orjson.dumps(event) + b"\n")
+    print(f"\n(c) through the store: {jobs_count:,} jobs sent with SQL and table lineage only (PostgreSQL)")
+    rows = [["step", "jobs", "time", "jobs/s", "edges", "vs export read before"]]
+    with throwaway_postgres_database() as url:
+        migrate.upgrade(url)
+        with session_factory(url)() as session:
+            org = Organization(slug="bench", name="bench")
+            session.add(org)
+            session.commit()
+            body.seek(0)
+            import_events(session, org.id, body)
+
+            def export_read() -> float:
+                started = time.perf_counter()
+                for _line in write_snapshot_lines(session, org.id, EventWriter(utcnow())):
+                    pass
+                session.rollback()
+                return time.perf_counter() - started
+
+            before = export_read()
+            rows.append(
+                [
+                    "export read, nothing derived",
+                    f"{jobs_count:,}",
+                    f"{before:.2f} s",
+                    f"{jobs_count / before:,.0f}",
+                    "",
+                    "1.00x",
+                ]
+            )
+            for label in ("derive, first pass", "derive, nothing changed"):
+                started = time.perf_counter()
+                report = derive_organization(session, org.id)
+                elapsed = time.perf_counter() - started
+                rows.append(
+                    [
+                        label,
+                        f"{report.jobs_with_sql:,}",
+                        f"{elapsed:.1f} s",
+                        f"{report.jobs_with_sql / elapsed:,.0f}",
+                        f"{report.edges:,}",
+                        "",
+                    ]
+                )
+            after = export_read()
+            rows.append(
+                [
+                    "export read, derived merged in",
+                    f"{jobs_count:,}",
+                    f"{after:.2f} s",
+                    f"{jobs_count / after:,.0f}",
+                    "",
+                    f"{after / before:.2f}x",
+                ]
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in [rows[0], ["-" * w for w in widths], *rows[1:]]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run")
     parser.add_argument("--jobs", type=int, default=None, help="synthetic jobs for the comparison table")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--store-jobs", type=int, default=None, help="jobs for (c), through PostgreSQL")
     args = parser.parse_args(argv)
     # sqllineage warns on every statement it skips (BEGIN, COMMIT...); the table says what it found.
     warnings.filterwarnings("ignore", module="sqllineage")
@@ -407,6 +497,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         100 if args.quick else 300,
     )
     _ten_thousand(1000 if args.quick else 10_000, args.seed)
+    _through_the_store(args.store_jobs or (500 if args.quick else 10_000), args.seed)
 
 
 def _versions() -> str:

@@ -24,11 +24,11 @@ def _wait_for_worker(connection: Redis, timeout: float = 20) -> Worker:
     raise AssertionError("the worker never registered")
 
 
-def test_a_running_worker_is_healthy_and_listens_to_both_queues(settings: Settings) -> None:
+def test_a_running_worker_is_healthy_and_listens_to_its_three_queues(settings: Settings) -> None:
     connection = Redis.from_url(settings.redis_url)
     with running_worker(settings):
         worker = _wait_for_worker(connection)
-        assert worker.queue_names() == [settings.schedule_queue, settings.export_queue]
+        assert worker.queue_names() == [settings.schedule_queue, settings.derive_queue, settings.export_queue]
         healthy, reason = check(settings, connection, socket.gethostname(), datetime.now(UTC))
         assert healthy, reason
 

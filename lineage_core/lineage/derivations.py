@@ -32,7 +32,7 @@ from importlib import metadata
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import CursorResult, Table, delete, insert, select
+from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.orm import Session
 
 from lineage_core.derive import DatasetSchema, Derivation, DerivedEdge, derive
@@ -151,6 +151,7 @@ def derive_organization(
                 )
             ).all()
         )
+        results: list[tuple[_JobSource, str, Derivation]] = []
         for source in page:
             report.jobs_with_sql += 1
             fingerprint = source.fingerprint()
@@ -164,13 +165,16 @@ def derive_organization(
                 outputs=source.schemas("output"),
                 job_namespace=source.namespace,
             )
-            report.edges += _store(session, organization_id, source, fingerprint, derivation)
+            results.append((source, fingerprint, derivation))
             report.derived += 1
             if derivation.status == PARTIAL:
                 report.partial += 1
             elif derivation.status == FAILED:
                 report.failed += 1
             report.problems.extend((source.namespace, source.name, p) for p in derivation.problems)
+        report.edges += _store(
+            session, organization_id, results, replacing=[s.job_id for s, _, _ in results if s.job_id in held]
+        )
         session.commit()
     logger.info(
         "lineage derivation of organization %s: %d jobs with SQL, %d derived (%d partial, %d failed), "
@@ -261,44 +265,67 @@ def _source_pages(
 
 
 def _store(
-    session: Session, organization_id: int, source: _JobSource, fingerprint: str, derivation: Derivation
+    session: Session,
+    organization_id: int,
+    results: Sequence[tuple[_JobSource, str, Derivation]],
+    replacing: Sequence[int],
 ) -> int:
-    """Replace the job's derived rows and outcome with ``derivation``'s. Returns the edges written."""
-    job_id = source.job_id
-    session.execute(delete(_DERIVED_LINEAGE).where(_DERIVED_LINEAGE.c.job_id == job_id))
-    session.execute(delete(_DERIVED_LINKS).where(_DERIVED_LINKS.c.job_id == job_id))
-    dataset_ids = {(d.namespace, d.name): d.dataset_id for d in source.declared}
-    if not source.declared and (derivation.inputs or derivation.outputs):
-        # The producer declared no datasets: the SQL's tables become the job's derived inputs/outputs.
-        dialect = session.get_bind().dialect.name
-        keys = sorted({*derivation.inputs, *derivation.outputs})
-        created = ensure_datasets(session, dialect, organization_id, keys, utcnow())
-        dataset_ids.update({key: row.id for key, row in created.items()})
-        links = [
-            {"job_id": job_id, "direction": direction, "position": position, "dataset_id": dataset_ids[key]}
-            for direction, keys_ in (("input", derivation.inputs), ("output", derivation.outputs))
-            for position, key in enumerate(dict.fromkeys(keys_))
-        ]
-        if links:
-            session.execute(insert(_DERIVED_LINKS), links)
-    rows = _edge_rows(job_id, derivation.edges, dataset_ids)
-    if rows:
-        session.execute(insert(_DERIVED_LINEAGE), rows)
-    outcome = {
-        "organization_id": organization_id,
-        "source_fingerprint": fingerprint,
-        "status": derivation.status,
-        "edges": len(rows),
-        "problems": orjson.dumps(list(derivation.problems)).decode() if derivation.problems else None,
-        "unmatched_tables": (
-            orjson.dumps(list(derivation.unmatched_tables)).decode() if derivation.unmatched_tables else None
-        ),
-        "derived_at": utcnow(),
-    }
-    updated = session.execute(_DERIVATIONS.update().where(_DERIVATIONS.c.job_id == job_id).values(**outcome))
-    if not _rowcount(updated):
-        session.execute(insert(_DERIVATIONS).values(job_id=job_id, **outcome))
-    return len(rows)
+    """Replace the derived rows and outcomes of a page's jobs with theirs. Returns the edges written.
+
+    A handful of statements per page, whatever its number of jobs: the rows of the jobs derived before
+    (``replacing``) are deleted, then every new row of a table goes in one executemany.
+    """
+    if not results:
+        return 0
+    if replacing:
+        for table in (_DERIVED_LINEAGE, _DERIVED_LINKS, _DERIVATIONS):
+            session.execute(delete(table).where(table.c.job_id.in_(replacing)))
+    lineage_rows: list[dict[str, Any]] = []
+    link_rows: list[dict[str, Any]] = []
+    outcomes: list[dict[str, Any]] = []
+    now = utcnow()
+    for source, fingerprint, derivation in results:
+        dataset_ids = {(d.namespace, d.name): d.dataset_id for d in source.declared}
+        if not source.declared and (derivation.inputs or derivation.outputs):
+            # The producer declared no datasets: the SQL's tables become the job's inputs/outputs.
+            dialect = session.get_bind().dialect.name
+            keys = sorted({*derivation.inputs, *derivation.outputs})
+            created = ensure_datasets(session, dialect, organization_id, keys, now)
+            dataset_ids.update({key: row.id for key, row in created.items()})
+            link_rows.extend(
+                {
+                    "job_id": source.job_id,
+                    "direction": direction,
+                    "position": position,
+                    "dataset_id": dataset_ids[key],
+                }
+                for direction, keys_ in (("input", derivation.inputs), ("output", derivation.outputs))
+                for position, key in enumerate(dict.fromkeys(keys_))
+            )
+        rows = _edge_rows(source.job_id, derivation.edges, dataset_ids)
+        lineage_rows.extend(rows)
+        outcomes.append(
+            {
+                "job_id": source.job_id,
+                "organization_id": organization_id,
+                "source_fingerprint": fingerprint,
+                "status": derivation.status,
+                "edges": len(rows),
+                "problems": orjson.dumps(list(derivation.problems)).decode() if derivation.problems else None,
+                "unmatched_tables": (
+                    orjson.dumps(list(derivation.unmatched_tables)).decode()
+                    if derivation.unmatched_tables
+                    else None
+                ),
+                "derived_at": now,
+            }
+        )
+    if link_rows:
+        session.execute(insert(_DERIVED_LINKS), link_rows)
+    if lineage_rows:
+        session.execute(insert(_DERIVED_LINEAGE), lineage_rows)
+    session.execute(insert(_DERIVATIONS), outcomes)
+    return len(lineage_rows)
 
 
 def _edge_rows(
@@ -355,8 +382,3 @@ def _drop_derivations_without_sql(session: Session, organization_id: int) -> int
         for table in (_DERIVED_LINEAGE, _DERIVED_LINKS, _DERIVATIONS):
             session.execute(delete(table).where(table.c.job_id.in_(stale)))
     return len(stale)
-
-
-def _rowcount(result: Any) -> int:
-    """Rows an UPDATE matched (``Session.execute`` is typed as returning a plain ``Result``)."""
-    return cast(CursorResult[Any], result).rowcount
