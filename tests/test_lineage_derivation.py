@@ -47,6 +47,7 @@ from tests.factories import (
     store_events,
     transformation,
 )
+from tests.openlineage_spec import problems_of_file
 from tests.services import running_process
 from tests.web import login
 
@@ -322,21 +323,23 @@ def test_derived_lineage_survives_an_export_import_round_trip_unchanged(
     assert exported(db, other.id) == first
 
 
-@pytest.mark.skipif(not VALIDATOR.exists(), reason="the shared OpenLineage validator is not on this machine")
 def test_the_export_with_derived_lineage_validates_against_the_official_schemas(
     db: Session, org: Organization, tmp_path: Path
 ) -> None:
     store_events(db, org.id, [revenue_event()])
     derive_organization(db, org.id)
-    path = tmp_path / "openlineage-events.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in exported(db, org.id)))
-    result = subprocess.run(
-        [sys.executable, str(VALIDATOR), str(path), "--strict", "--quiet"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [orjson.dumps(event) for event in exported(db, org.id)]
+    assert problems_of_file(lines) == []
+    if VALIDATOR.exists():  # the shared validator too, where the machine has it
+        path = tmp_path / "openlineage-events.jsonl"
+        path.write_bytes(b"".join(line + b"\n" for line in lines))
+        result = subprocess.run(
+            [sys.executable, str(VALIDATOR), str(path), "--strict", "--quiet"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_organizations_whose_graph_changed_get_one_derivation_job(
