@@ -34,12 +34,6 @@ def test_a_synthetic_event_conforms() -> None:
             lambda e: e["job"]["facets"].update(madeUp={"_producer": "https://x", "_schemaURL": "https://x"}),
             "madeUp",
         ),
-        (
-            lambda e: (
-                e["outputs"][0]["facets"]["columnLineage"]["fields"]
-                .popitem()[1]["inputFields"][0]
-                .update(name="not.an.input")
-            ),
             None,  # the item was popped before the update: covered by the next case
         ),
         (
@@ -56,9 +50,6 @@ def test_a_synthetic_event_conforms() -> None:
         ),
     ],
 )
-def test_each_kind_of_problem_is_reported(change: Any, expected: str | None) -> None:
+def test_each_kind_of_problem_is_reported(change: Any, expected: str) -> None:
     problems = problems_of_event(_with(change))
-    if expected is None:
-        assert problems == []
-    else:
-        assert any(expected in problem for problem in problems), problems
+    assert any(expected in problem for problem in problems), problems
