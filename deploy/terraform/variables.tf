@@ -342,18 +342,33 @@ variable "role_template_path" {
   description = "Path of the CloudFormation role template to publish; null for the checkout's cfn_templates/openlineage-export-role.yaml."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.role_template_path == null || try(fileexists(var.role_template_path), false)
+    error_message = "The role template path must name an existing file, or be null."
+  }
 }
 
 variable "s3_access_log_bucket" {
   description = "Existing bucket that receives the template bucket's server access logs; null for none."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.s3_access_log_bucket == null || can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.s3_access_log_bucket))
+    error_message = "The log bucket must be an S3 bucket name, or null."
+  }
 }
 
 variable "alb_access_log_bucket" {
   description = "Existing bucket (with the Elastic Load Balancing delivery policy) that receives the load balancer's access logs; null for none."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.alb_access_log_bucket == null || can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.alb_access_log_bucket))
+    error_message = "The log bucket must be an S3 bucket name, or null."
+  }
 }
 
 variable "web_acl_arn" {
