@@ -1,5 +1,16 @@
 # The smallest deployment: two availability zones, one NAT gateway, the module's default sizes.
-# Apply from the repository (the module publishes ../../../../cfn_templates/openlineage-export-role.yaml).
+# Apply from the repository checkout: the module publishes its cfn_templates/openlineage-export-role.yaml.
+
+variable "image_tag" {
+  description = "Tag of the product image to deploy (pushed to the module's ECR repository)."
+  type        = string
+}
+
+variable "service_image_tag" {
+  description = "Tag the services run while the migration of image_tag runs; null once migrated."
+  type        = string
+  default     = null
+}
 
 provider "aws" {
   region = "us-east-1"
@@ -13,8 +24,10 @@ module "openlineage_export" {
   certificate_arn = "arn:aws:acm:us-east-1:111122223333:certificate/0f3c9e58-1d2b-4c8a-9e7f-5a6b7c8d9e0f"
   route53_zone_id = "Z0123456789ABCDEFGHIJ"
 
-  # The tag pushed to the module's ECR repository (deploy/scripts/upgrade does both).
-  image_tag = "0.1.0"
+  # deploy/scripts/upgrade sets both: the release to migrate to, and the one the services keep
+  # running until the migration has succeeded.
+  image_tag         = var.image_tag
+  service_image_tag = var.service_image_tag
 
   alarm_emails = ["oncall@example.com"]
 }
