@@ -85,7 +85,7 @@ resource "aws_s3_bucket_logging" "templates" {
 }
 
 resource "aws_s3_object" "role_template" {
-  #checkov:skip=CKV_AWS_186:The template is public: anonymous readers cannot use a KMS key, so it is encrypted with SSE-S3 (the bucket default).
+  # Public: encrypted with SSE-S3 (the bucket default), which anonymous readers can read; not SSE-KMS.
   bucket        = aws_s3_bucket.templates.id
   key           = "${var.template_prefix}/openlineage-export-role.yaml"
   source        = local.role_template_path

@@ -36,16 +36,38 @@ variable "execution" {
     secret_arns    = list(string)
     kms_key_arn    = string
   })
+
+  validation {
+    condition = (
+      can(regex("^arn:[a-z-]+:ecr:[a-z0-9-]+:[0-9]{12}:repository/.+$", var.execution.repository_arn)) &&
+      length(var.execution.log_group_arns) > 0 &&
+      alltrue([for arn in var.execution.log_group_arns : can(regex("^arn:[a-z-]+:logs:[a-z0-9-]+:[0-9]{12}:log-group:[^*]+$", arn))]) &&
+      length(var.execution.secret_arns) > 0 &&
+      alltrue([for arn in var.execution.secret_arns : can(regex("^arn:[a-z-]+:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[^*]+$", arn))]) &&
+      can(regex("^arn:[a-z-]+:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-f-]+$", var.execution.kms_key_arn))
+    )
+    error_message = "The execution role's resources must be one ECR repository ARN, log group ARNs, secret ARNs and a KMS key ARN, without wildcards."
+  }
 }
 
 variable "metrics_log_group_arn" {
   description = "The log group the metrics collector writes embedded-metric-format records to."
   type        = string
+
+  validation {
+    condition     = can(regex("^arn:[a-z-]+:logs:[a-z0-9-]+:[0-9]{12}:log-group:[^*]+$", var.metrics_log_group_arn))
+    error_message = "The log group must be a CloudWatch Logs log group ARN without wildcards."
+  }
 }
 
 variable "flow_log_group_arn" {
   description = "The log group VPC flow logs are delivered to."
   type        = string
+
+  validation {
+    condition     = can(regex("^arn:[a-z-]+:logs:[a-z0-9-]+:[0-9]{12}:log-group:[^*]+$", var.flow_log_group_arn))
+    error_message = "The log group must be a CloudWatch Logs log group ARN without wildcards."
+  }
 }
 
 variable "template_bucket" {
