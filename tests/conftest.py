@@ -26,6 +26,7 @@ from lineage_core.infra.db import session_factory
 from lineage_core.infra.models import Organization, Role, User
 from portal import create_app
 from tests.factories import BUCKET, make_org, make_user
+from tests.processes import kill, leftover_processes, mark_this_run
 from tests.services import (
     VENDOR_ACCOUNT_ID,
     empty_all_tables,
@@ -179,3 +180,21 @@ def policies_workdir(terraform_bin: str, tmp_path_factory: pytest.TempPathFactor
     workdir = Workdir(copy_tree(POLICIES_DIR, tmp_path_factory.mktemp("policies")), terraform_bin)
     workdir.init()
     return workdir
+
+
+# -- processes the run started ------------------------------------------------------------------------
+_RUN_ID = mark_this_run()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a process it started outlives it (after killing it): see tests/processes.py."""
+    leftovers = leftover_processes(_RUN_ID)
+    if leftovers:
+        kill(leftovers)
+        names = "; ".join(f"pid {p.pid}: {p.command[:200]}" for p in leftovers)
+        session.config.get_terminal_writer().line(
+            f"FAILED: {len(leftovers)} process(es) started by the tests were still running at the end "
+            f"and were killed: {names}",
+            red=True,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
