@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -171,16 +172,18 @@ def resources(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
+@cache
 def deploy_resources() -> dict[str, dict[str, Any]]:
-    """Every resource of the deploy root module (all its ``.tf`` files)."""
+    """Every resource of the deploy root module (all its ``.tf`` files); parsed once, do not modify."""
     found: dict[str, dict[str, Any]] = {}
     for path in sorted(DEPLOY_DIR.glob("*.tf")):
         found.update(resources(parse_hcl(path.read_text())))
     return found
 
 
+@cache
 def deploy_locals() -> dict[str, Any]:
-    """Every ``locals`` value of the deploy root module, as python-hcl2 reads it."""
+    """Every ``locals`` value of the deploy root module, as python-hcl2 reads it; parsed once."""
     found: dict[str, Any] = {}
     for path in sorted(DEPLOY_DIR.glob("*.tf")):
         for block in parse_hcl(path.read_text()).get("locals", []):

@@ -13,8 +13,9 @@ resource "aws_db_subnet_group" "this" {
 }
 
 resource "aws_db_parameter_group" "this" {
-  name   = "${var.name}-postgres${local.postgres_major}"
-  family = "postgres${local.postgres_major}"
+  # A prefix, not a name: a major version upgrade creates the new family's group before dropping the old.
+  name_prefix = "${var.name}-postgres${local.postgres_major}-"
+  family      = "postgres${local.postgres_major}"
   tags   = local.tags
 
   parameter {
