@@ -16,7 +16,7 @@ resource "aws_db_parameter_group" "this" {
   # A prefix, not a name: a major version upgrade creates the new family's group before dropping the old.
   name_prefix = "${var.name}-postgres${local.postgres_major}-"
   family      = "postgres${local.postgres_major}"
-  tags   = local.tags
+  tags        = local.tags
 
   parameter {
     name  = "rds.force_ssl"
