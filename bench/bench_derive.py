@@ -396,14 +396,17 @@ def _ten_thousand(jobs_count: int, seed: int) -> None:
 def _through_the_store(jobs_count: int, seed: int) -> None:
     """(c) What the worker's job does: derive a whole organization stored in PostgreSQL, then again.
 
-    The synthetic events are stored without their columnLineage facet (a producer that sends only SQL
-    and table lineage), into a throwaway database; the first pass derives every job, the second finds
-    every source fingerprint unchanged. Then the export's read of the organization, derived lineage
-    merged in, against the same read before the derivation (the baseline).
+    Two organizations of the same synthetic jobs in a throwaway database: one as the generator sends
+    them (its producers report column lineage: the baseline), one without the columnLineage facet (a
+    producer that sends only SQL and table lineage). The second is derived (first pass: every job;
+    second pass: every source fingerprint unchanged), then the export's read of both is timed: derived
+    lineage merged in against the same amount of reported lineage. ANALYZE runs before the reads, as
+    autovacuum would in production.
     """
     import io
 
     import orjson
+    from sqlalchemy import text
 
     from lineage_core.export.events import EventWriter
     from lineage_core.export.snapshot import write_snapshot_lines
@@ -415,43 +418,38 @@ def _through_the_store(jobs_count: int, seed: int) -> None:
     from tests.services import throwaway_postgres_database
 
     module = _synthetic_module()
-    body = io.BytesIO()
+    reported, stripped = io.BytesIO(), io.BytesIO()
     for event in module.iter_synthetic_events(jobs_count, seed):
+        reported.write(orjson.dumps(event) + b"\n")
         for output in event["outputs"]:
             output["facets"].pop("columnLineage", None)
-        body.write(orjson.dumps(event) + b"\n")
-    print(f"\n(c) through the store: {jobs_count:,} jobs sent with SQL and table lineage only (PostgreSQL)")
-    rows = [["step", "jobs", "time", "jobs/s", "edges", "vs export read before"]]
+        stripped.write(orjson.dumps(event) + b"\n")
+    print(f"\n(c) through the store: {jobs_count:,} jobs (PostgreSQL)")
+    rows = [["step", "jobs", "time", "jobs/s", "edges", "ratio"]]
     with throwaway_postgres_database() as url:
         migrate.upgrade(url)
         with session_factory(url)() as session:
-            org = Organization(slug="bench", name="bench")
-            session.add(org)
-            session.commit()
-            body.seek(0)
-            import_events(session, org.id, body)
+            orgs = {}
+            for slug, body in (("reported", reported), ("derived", stripped)):
+                org = Organization(slug=slug, name=slug)
+                session.add(org)
+                session.commit()
+                body.seek(0)
+                import_events(session, org.id, body)
+                orgs[slug] = org.id
 
-            def export_read() -> float:
+            def export_read(organization_id: int) -> float:
+                session.execute(text("ANALYZE"))
+                session.commit()
                 started = time.perf_counter()
-                for _line in write_snapshot_lines(session, org.id, EventWriter(utcnow())):
+                for _line in write_snapshot_lines(session, organization_id, EventWriter(utcnow())):
                     pass
                 session.rollback()
                 return time.perf_counter() - started
 
-            before = export_read()
-            rows.append(
-                [
-                    "export read, nothing derived",
-                    f"{jobs_count:,}",
-                    f"{before:.2f} s",
-                    f"{jobs_count / before:,.0f}",
-                    "",
-                    "1.00x",
-                ]
-            )
             for label in ("derive, first pass", "derive, nothing changed"):
                 started = time.perf_counter()
-                report = derive_organization(session, org.id)
+                report = derive_organization(session, orgs["derived"])
                 elapsed = time.perf_counter() - started
                 rows.append(
                     [
@@ -460,18 +458,31 @@ def _through_the_store(jobs_count: int, seed: int) -> None:
                         f"{elapsed:.1f} s",
                         f"{report.jobs_with_sql / elapsed:,.0f}",
                         f"{report.edges:,}",
-                        "",
+                        f"10k jobs: {elapsed * 10_000 / jobs_count:.0f} s (target < 120 s)"
+                        if label.endswith("first pass")
+                        else "",
                     ]
                 )
-            after = export_read()
+            baseline = export_read(orgs["reported"])
+            derived = export_read(orgs["derived"])
             rows.append(
                 [
-                    "export read, derived merged in",
+                    "export read, lineage reported (baseline)",
                     f"{jobs_count:,}",
-                    f"{after:.2f} s",
-                    f"{jobs_count / after:,.0f}",
+                    f"{baseline:.2f} s",
+                    f"{jobs_count / baseline:,.0f}",
                     "",
-                    f"{after / before:.2f}x",
+                    "1.00x",
+                ]
+            )
+            rows.append(
+                [
+                    "export read, lineage derived",
+                    f"{jobs_count:,}",
+                    f"{derived:.2f} s",
+                    f"{jobs_count / derived:,.0f}",
+                    "",
+                    f"{derived / baseline:.2f}x",
                 ]
             )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
