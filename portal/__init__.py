@@ -70,4 +70,7 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
             return redirect(url_for("ops.index"))
         return redirect(url_for("integrations.index"))
 
+    from portal import errors
+
+    errors.init_app(app)  # 403, 404, 500 pages in the portal's layout
     return app

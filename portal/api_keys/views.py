@@ -58,7 +58,7 @@ def create() -> tuple[str, int] | Response:
         new_key=new_key,
         ingest_url=url_for("api.ingest_lineage", _external=True),
     )
-    response = Response(page, status=201)
+    response = Response(page, status=201, mimetype="text/html")  # not Response's text/plain
     response.headers["Cache-Control"] = "no-store"
     return response
 

@@ -64,7 +64,8 @@ def metrics() -> Response:
         abort(401 if not current_user.is_authenticated else 403)
     registry = CollectorRegistry()
     registry.register(ServiceCollector(get_db(), settings()))
-    return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+    # content_type, not mimetype: CONTENT_TYPE_LATEST carries its charset, which mimetype would repeat.
+    return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 
 def _authorised() -> bool:

@@ -13,6 +13,7 @@ from flask_login import current_user
 from rq_dashboard import web as rq_dashboard_web
 
 from portal.extensions import csrf
+from portal.ops import rq_dashboard_checks
 
 URL_PREFIX = "/admin/rq"
 
@@ -27,6 +28,8 @@ def _guard() -> None:
 
 
 def init_app(app: Flask, redis_url: str) -> None:
+    # Its own CSP (it needs eval) and 404s for missing jobs and queues: see rq_dashboard_checks.
+    rq_dashboard_checks.init_app(app)
     app.config["RQ_DASHBOARD_REDIS_URL"] = redis_url
     rq_dashboard_web.setup_rq_connection(app)
     app.register_blueprint(rq_dashboard_web.blueprint, url_prefix=URL_PREFIX)
