@@ -66,12 +66,9 @@ CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
 
 # Settings the deploy module gives the services that the README's configuration table does not list
 # yet. Each is named here until the README (and lineage_core/infra/config.py) has it; the drift test
-# fails once the README lists one, so that it moves out of this list.
-PENDING_SETTINGS = {
-    # The HTTPS folder of the public CloudFormation template, for the quick-create link
-    # (https://<template bucket>.s3.<region>.amazonaws.com/<prefix>/). No setting reads it yet.
-    "CFN_TEMPLATE_BASE_URL",
-}
+# fails once the README lists one, so that it moves out of this list. (CFN_TEMPLATE_BASE_URL, the
+# quick-create link's template folder, was the last; the README and Settings have it now.)
+PENDING_SETTINGS: set[str] = set()
 
 # README variables the services deliberately do not receive.
 UNSET_IN_PRODUCTION = {

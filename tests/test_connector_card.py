@@ -145,7 +145,7 @@ def test_read_panel_gives_bucket_prefix_mask_and_a_least_privilege_policy(
 ) -> None:
     html = admin_client.get(f"/integrations/openlineage/{active.id}/read").get_data(as_text=True)
     assert "*.jsonl" in html and "at least every <strong>14 days</strong>" in html
-    policy_text = re.search(r'<pre id="reader-policy">(.*?)</pre>', html, re.S)
+    policy_text = re.search(r'<pre id="reader-policy"[^>]*>(.*?)</pre>', html, re.S)
     assert policy_text
     policy = json.loads(policy_text.group(1).replace("&#34;", '"').replace("&quot;", '"'))
     statements = {s["Sid"]: s for s in policy["Statement"]}

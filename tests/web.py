@@ -77,3 +77,14 @@ def start_and_fill(client: FlaskClient, db: Session, **overrides: str) -> Connec
 def save(client: FlaskClient, connector_id: int) -> Any:
     deploy_url = f"/integrations/openlineage/{connector_id}/deploy"
     return post_form(client, deploy_url, f"/integrations/openlineage/{connector_id}/save", {})
+
+
+def save_failing(client: FlaskClient, connector_id: int) -> str:
+    """Save, expecting the write check to fail: the POST redirects back to the connection's page (not
+    the POST URL), which shows the error. Returns that page's HTML."""
+    response = save(client, connector_id)
+    assert response.status_code == 302, response.status_code
+    assert response.headers["Location"] == f"/integrations/openlineage/{connector_id}/deploy#connect"
+    page = client.get(response.headers["Location"])
+    assert page.status_code == 200
+    return str(page.get_data(as_text=True))

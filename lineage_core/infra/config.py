@@ -46,6 +46,8 @@ class Settings:
             External ID. Only a local AWS emulator, which cannot model trust conditions, turns it off.
         export_queue: Name of the RQ queue that export jobs go to.
         local_mode: The product runs against a local AWS endpoint (demo); enables the local deploy button.
+        cfn_template_base_url: HTTPS folder (ending in ``/``) of the public copy of the static role
+            template; the deploy step's quick-create link points the AWS console at it. None: no link.
         metrics_token: Bearer token a Prometheus scraper presents to /metrics (optional).
     """
 
@@ -58,6 +60,7 @@ class Settings:
     require_external_id_enforcement: bool
     export_queue: str
     local_mode: bool
+    cfn_template_base_url: str | None = None
     metrics_token: str | None = None
 
     def __repr__(self) -> str:
@@ -133,6 +136,7 @@ class Settings:
             require_external_id_enforcement=_flag(env, "REQUIRE_EXTERNAL_ID_ENFORCEMENT", default=True),
             export_queue=queue,
             local_mode=_flag(env, "LOCAL_MODE", default=False),
+            cfn_template_base_url=_https_folder(env, "CFN_TEMPLATE_BASE_URL"),
             metrics_token=_optional_secret(env, "METRICS_TOKEN"),
         )
 
@@ -161,6 +165,26 @@ def _normalise_postgres_url(url: str) -> str:
     if url.startswith("postgresql://"):
         return "postgresql+psycopg://" + url[len("postgresql://") :]
     return url
+
+
+def _https_folder(env: Mapping[str, str], name: str) -> str | None:
+    """An optional https:// URL of a folder (no query or fragment), returned ending in ``/``."""
+    value = (env.get(name) or "").strip()
+    if not value:
+        return None
+    parsed = urlparse(value)
+    if (
+        parsed.scheme != "https"
+        or not parsed.netloc
+        or "@" in parsed.netloc
+        or parsed.query
+        or parsed.fragment
+    ):
+        raise ConfigError(
+            f"{name} must be an https:// URL of a folder (https://<bucket>.s3.<region>.amazonaws.com/"
+            f"<prefix>/); got {value!r}."
+        )
+    return value if value.endswith("/") else value + "/"
 
 
 def _redact(url: str | None) -> str | None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
@@ -119,6 +120,9 @@ class CardStatus:
 
     last_finished: ExportRun | None
     in_flight: ExportRun | None
+    # When the current run of failures began: the first failed export after the last successful one
+    # (after the first export ever, when none succeeded). None when the last export succeeded.
+    failing_since: datetime | None = None
 
 
 def card_status(session: Session, connector_id: int) -> CardStatus:
@@ -139,7 +143,44 @@ def card_status(session: Session, connector_id: int) -> CardStatus:
         )
         .limit(1)
     )
-    return CardStatus(last_finished=last_finished, in_flight=in_flight)
+    failing_since = None
+    if last_finished is not None and last_finished.status is RunStatus.FAILED:
+        last_success = session.scalar(
+            select(func.max(ExportRun.finished_at)).where(
+                ExportRun.connector_id == connector_id, ExportRun.status == RunStatus.SUCCEEDED
+            )
+        )
+        failures = select(func.min(ExportRun.finished_at)).where(
+            ExportRun.connector_id == connector_id, ExportRun.status == RunStatus.FAILED
+        )
+        if last_success is not None:
+            failures = failures.where(ExportRun.finished_at > last_success)
+        failing_since = session.scalar(failures)
+    return CardStatus(last_finished=last_finished, in_flight=in_flight, failing_since=failing_since)
+
+
+def same_destination(session: Session, connector: Connector, bucket: str, prefix: str) -> Connector | None:
+    """Another connector, of any organization, that exports to ``s3://bucket/prefix`` too.
+
+    Both would write the one file ``<prefix>/openlineage-events.jsonl`` and overwrite each other's
+    export. What counts: a saved connector (active or paused) of any organization, and a draft of the
+    same organization (its admin can finish or delete it). Another organization's unfinished draft
+    does not hold a destination: it may never be saved, and Save checks again.
+    """
+    return session.scalar(
+        select(Connector)
+        .where(
+            Connector.bucket == bucket,
+            Connector.prefix == prefix,
+            Connector.id != connector.id,
+            or_(
+                Connector.status != ConnectorStatus.DRAFT,
+                Connector.organization_id == connector.organization_id,
+            ),
+        )
+        .order_by(Connector.id)
+        .limit(1)
+    )
 
 
 def history(session: Session, connector_id: int, limit: int = 100) -> Sequence[ExportRun]:

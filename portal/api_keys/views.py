@@ -77,3 +77,7 @@ def revoke(key_id: int) -> Response:
     db.commit()
     flash(f"Key {key.name} ({key.prefix}…) is revoked: requests using it are now refused.", "success")
     return redirect(url_for(".index"))
+
+
+# The confirmation page before Revoke, registered on ``bp`` once it exists.
+from portal.api_keys import confirm_views  # noqa: E402, F401

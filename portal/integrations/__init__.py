@@ -43,4 +43,4 @@ def configured_connector(connector_id: int) -> Connector:
 
 
 # Routes, registered on ``bp`` as they are imported (after ``bp`` and the helpers exist).
-from portal.integrations import terraform_views, views  # noqa: E402, F401
+from portal.integrations import card_views, terraform_views, views  # noqa: E402, F401

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import has_request_context, request
@@ -39,10 +40,18 @@ class ConnectionForm(FlaskForm):
     submit = SubmitField("Next")
 
     external_id_errors: list[str]
+    # Set by the view: given a valid bucket and prefix, the s3:// location another connection already
+    # exports to (so this one would overwrite its file), or None.
+    destination_in_use: Callable[[str, str], str | None] | None = None
 
     def validate(self, extra_validators: Any = None) -> bool:
         valid = bool(super().validate(extra_validators))
         self.external_id_errors = []
+        if valid and self.destination_in_use is not None:
+            taken = self.destination_in_use(self.bucket.data, self.prefix.data)
+            if taken:
+                self.prefix.errors = [*self.prefix.errors, destination_taken_message(taken)]
+                valid = False
         # The External ID is ours to generate; a posted one is a tampered or scripted request.
         if has_request_context() and "external_id" in request.form:
             self.external_id_errors.append(
@@ -50,6 +59,13 @@ class ConnectionForm(FlaskForm):
             )
             valid = False
         return valid
+
+
+def destination_taken_message(location: str) -> str:
+    return (
+        f"Another connection already exports to {location}: both would overwrite the one file "
+        f"{location}openlineage-events.jsonl. Choose another prefix or bucket."
+    )
 
 
 class ConfirmForm(FlaskForm):

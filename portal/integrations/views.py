@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from flask import Response, abort, current_app, flash, redirect, render_template, url_for
+from flask import Response, abort, current_app, flash, redirect, render_template, session, url_for
 from werkzeug.wrappers.response import Response as BaseResponse
 
 from lineage_core.export.queue import request_export
 from lineage_core.infra.models import Connector, ConnectorStatus
 from lineage_core.schedule.rules import refresh_next_export
-from lineage_core.setup import cloudformation, connectors
+from lineage_core.setup import cloudformation, connectors, quick_create
 from lineage_core.setup.connectors import ConnectorSettings
 from lineage_core.setup.destination import export_key, partition_for_region, s3_url
 from lineage_core.setup.reader_policy import reader_policy
@@ -18,24 +18,39 @@ from lineage_core.setup.role_spec import RoleSpec
 from lineage_core.setup.write_check import WriteCheckError, run_write_check
 from portal.database import get_db, settings
 from portal.integrations import bp, configured_connector, connector_or_404, local_aws, org_id, terraform_views
-from portal.integrations.forms import ConfirmForm, ConnectionForm
+from portal.integrations.card import CardView, card_view
+from portal.integrations.forms import ConfirmForm, ConnectionForm, destination_taken_message
 from portal.security import org_admin_required
+
+SAVE_FAILED_KEY = "save_failed"  # the session marks the connection whose Save just failed
 
 
 @bp.get("/")
 @org_admin_required
 def index() -> str:
-    count = len(connectors.list_for_org(get_db(), org_id()))
-    return render_template("integrations/index.html", openlineage_count=count)
+    # The OpenLineage card: each account with the time and status of its last export (spec). A draft
+    # is a setup not finished, not an account, unless it exported before (an edit waiting for Save).
+    accounts, drafts = [], 0
+    for connector, view in _card_items():
+        if connector.status is ConnectorStatus.DRAFT and view.last_status is None:
+            drafts += 1
+        else:
+            accounts.append((connector, view))
+    return render_template("integrations/index.html", accounts=accounts, drafts=drafts)
+
+
+def _card_items() -> list[tuple[Connector, CardView]]:
+    db = get_db()
+    return [
+        (c, card_view(c, connectors.card_status(db, c.id))) for c in connectors.list_for_org(db, org_id())
+    ]
 
 
 @bp.get("/openlineage")
 @org_admin_required
 def accounts() -> str:
-    db = get_db()
-    items = [(c, connectors.card_status(db, c.id)) for c in connectors.list_for_org(db, org_id())]
     return render_template(
-        "integrations/accounts.html", items=items, form=ConfirmForm(), export_key=export_key
+        "integrations/accounts.html", items=_card_items(), form=ConfirmForm(), export_key=export_key
     )
 
 
@@ -56,6 +71,7 @@ def start() -> str | BaseResponse:
 def setup(connector_id: int) -> tuple[str, int] | BaseResponse:
     connector = connector_or_404(connector_id)
     form = ConnectionForm(obj=connector if connector.settings_complete else None)
+    form.destination_in_use = lambda bucket, prefix: _destination_in_use(connector, bucket, prefix)
     if form.validate_on_submit():
         values = ConnectorSettings(
             bucket=form.bucket.data,
@@ -82,14 +98,32 @@ def setup(connector_id: int) -> tuple[str, int] | BaseResponse:
             )
         return redirect(url_for(".deploy", connector_id=connector.id))
     status = 422 if form.is_submitted() else 200
-    return render_template("integrations/setup.html", form=form, connector=connector), status
+    page = render_template(
+        "integrations/setup.html", form=form, connector=connector, editing=_editing(connector)
+    )
+    return page, status
+
+
+def _editing(connector: Connector) -> bool:
+    """An edit of a connection saved before (active, paused, or it has exported), not a new setup."""
+    return (
+        connector.status is not ConnectorStatus.DRAFT
+        or connectors.last_run(get_db(), connector.id) is not None
+    )
+
+
+def _destination_in_use(connector: Connector, bucket: str, prefix: str) -> str | None:
+    other = connectors.same_destination(get_db(), connector, bucket, prefix)
+    return s3_url(bucket, prefix) if other is not None else None
 
 
 @bp.get("/openlineage/<int:connector_id>/deploy")
 @org_admin_required
 def deploy(connector_id: int) -> tuple[str, int]:
     connector = configured_connector(connector_id)
-    return _deploy_page(connector)
+    # After a failed Save (POST, then redirect here): show its error once, at the Save section.
+    failed = session.pop(SAVE_FAILED_KEY, None) == connector.id
+    return _deploy_page(connector, error=connector.last_check_error if failed else None)
 
 
 def _deploy_page(connector: Connector, error: str | None = None, status: int = 200) -> tuple[str, int]:
@@ -100,6 +134,8 @@ def _deploy_page(connector: Connector, error: str | None = None, status: int = 2
             form=ConfirmForm(),
             error=error,
             local_mode=settings().local_mode,
+            editing=_editing(connector),
+            quick_create_url=quick_create.url_for_connector(settings(), connector),
             terraform_snippet=terraform_views.snippet_for(connector),
             export_url=s3_url(connector.bucket or "", connector.prefix, "openlineage-events.jsonl"),
         ),
@@ -131,7 +167,9 @@ def save(connector_id: int) -> str | BaseResponse | tuple[str, int]:
     if not ConfirmForm().validate_on_submit():
         abort(400)
     db = get_db()
+    exported_before = connectors.last_run(db, connector.id) is not None
     try:
+        _refuse_shared_destination(connector)
         partition = partition_for_region(settings().aws_region)
         result = run_write_check(settings(), connectors.destination_of(connector, partition))
     except WriteCheckError as error:
@@ -139,15 +177,29 @@ def save(connector_id: int) -> str | BaseResponse | tuple[str, int]:
         connector.last_check_error = str(error)
         db.commit()
         current_app.logger.info("write check failed for connector %s", connector.id)
-        return _deploy_page(connector, error=str(error), status=422)
+        # Post/Redirect/Get: the address stays the connection's page, and a reload does not post again.
+        session[SAVE_FAILED_KEY] = connector.id
+        return redirect(url_for(".deploy", connector_id=connector.id, _anchor="connect"))
     newly_active = connectors.activate(connector, result)
     db.commit()
-    if newly_active:
+    if newly_active and exported_before:
+        # An edit that changed the role, saved again: not a first export.
+        request_export(db, settings(), connector, "edit")
+        flash(
+            "The write check passed. Exports resume: an export is queued and starts in a moment.", "success"
+        )
+    elif newly_active:
         request_export(db, settings(), connector, "first")
         flash("Connected. The first export is queued and starts in a moment.", "success")
     else:
         flash("The write check passed again.", "success")
     return redirect(url_for(".accounts"))
+
+
+def _refuse_shared_destination(connector: Connector) -> None:
+    # Checked at Next already; again here, as another organization's draft may have been saved since.
+    if connectors.same_destination(get_db(), connector, connector.bucket or "", connector.prefix) is not None:
+        raise WriteCheckError(destination_taken_message(s3_url(connector.bucket or "", connector.prefix)))
 
 
 @bp.post("/openlineage/<int:connector_id>/delete")
