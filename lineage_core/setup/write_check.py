@@ -52,6 +52,10 @@ def run_write_check(
     """
     clients = clients or aws.LiveAwsClients(settings)
     arn = destination.role_arn
+    if settings.local_mode:
+        # The local demo only: its AWS endpoint lets anyone assume any role, so ask its IAM first what
+        # real STS would refuse. Production (LOCAL_MODE off) never takes this branch.
+        _refuse_what_sts_would_refuse_locally(settings, destination)
     sts = clients.sts()
     credentials = _assume(settings, sts, arn, destination)
     if settings.require_external_id_enforcement:
@@ -63,6 +67,17 @@ def run_write_check(
         s3 = clients.s3(credentials, region)
     _write_read_delete_probe(s3, destination)
     return WriteCheckResult(role_arn=arn, bucket_region=region)
+
+
+def _refuse_what_sts_would_refuse_locally(settings: Settings, destination: Destination) -> None:
+    from lineage_core.demo.local_trust import trust_problem  # demo code, loaded only in the demo
+
+    problem = trust_problem(settings, destination)
+    if problem is not None:
+        raise WriteCheckError(
+            f"Could not assume the trust role {destination.role_arn}: {problem}. "
+            + _TRUST_ADVICE.format(account=destination.account_id)
+        )
 
 
 def _assume(settings: Settings, sts: STSClient, arn: str, destination: Destination) -> aws.AssumedCredentials:
