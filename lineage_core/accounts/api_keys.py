@@ -111,6 +111,11 @@ def revoke_api_key(session: Session, organization_id: int, key_id: int) -> ApiKe
     return key
 
 
+def key_prefix_of(key: str) -> str | None:
+    """The prefix (``olk_`` and 8 hex digits) of a well-formed key; None for anything else."""
+    return key[:_PREFIX_CHARS] if _KEY.match(key) else None
+
+
 def parse_bearer(header: str | None) -> str:
     """The key in an ``Authorization: Bearer <key>`` header.
 

@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.config import Settings
+from lineage_core.infra.logs import job_meta
 from lineage_core.infra.models import Connector, ExportRun, RunStatus, utcnow
 
 EXPORT_JOB = "worker.jobs.export_connector"
@@ -109,6 +110,8 @@ def _job_data(run_id: int) -> object:
         failure_ttl=30 * 24 * 3600,
         description=f"export run {run_id}",
         retry=EXPORT_RETRY,
+        # The web request that asked for the export (Save, Export now): its id is on the job's log lines.
+        meta=job_meta(),
     )
 
 

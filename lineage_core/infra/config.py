@@ -16,11 +16,16 @@ from urllib.parse import urlparse
 
 DEFAULT_DATABASE_URL = "sqlite:///instance/portal.db"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_LOGIN_LIMIT_PER_ACCOUNT = "10 per 15 minutes"
+DEFAULT_LOGIN_LIMIT_PER_ADDRESS = "50 per 15 minutes"
+DEFAULT_API_KEY_LIMIT_PER_ADDRESS = "30 per minute"
+DEFAULT_API_KEY_LIMIT_PER_PREFIX = "10 per minute"
 
 # Every pattern is ASCII-only (\d is [0-9], not any Unicode digit) and anchored with \A...\Z: "$"
 # would also match before a trailing newline.
 _ACCOUNT_ID = re.compile(r"\A[0-9]{12}\Z", re.ASCII)
 _QUEUE_NAME = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z", re.ASCII)
+_SMALL_INT = re.compile(r"\A[0-9]{1,3}\Z", re.ASCII)
 _SECRET_FIELDS = frozenset({"secret_key", "metrics_token"})
 _URL_FIELDS = frozenset({"database_url", "redis_url", "aws_endpoint_url"})
 _TRUE = {"1", "true", "yes", "on"}
@@ -49,6 +54,13 @@ class Settings:
         cfn_template_base_url: HTTPS folder (ending in ``/``) of the public copy of the static role
             template; the deploy step's quick-create link points the AWS console at it. None: no link.
         metrics_token: Bearer token a Prometheus scraper presents to /metrics (optional).
+        login_limit_per_account: Failed sign-ins allowed per account (and per device cookie) before
+            a temporary lockout, as a flask-limiter rate ("10 per 15 minutes").
+        login_limit_per_address: Failed sign-ins allowed per client address.
+        api_key_limit_per_address: Requests with a bad API key allowed per client address.
+        api_key_limit_per_prefix: Bad keys allowed per key prefix (the real key is never refused).
+        proxy_hops: How many proxies (load balancers) in front of the portal append to
+            X-Forwarded-For; 0 trusts no such header and uses the connection's address.
     """
 
     database_url: str
@@ -62,6 +74,11 @@ class Settings:
     local_mode: bool
     cfn_template_base_url: str | None = None
     metrics_token: str | None = None
+    login_limit_per_account: str = DEFAULT_LOGIN_LIMIT_PER_ACCOUNT
+    login_limit_per_address: str = DEFAULT_LOGIN_LIMIT_PER_ADDRESS
+    api_key_limit_per_address: str = DEFAULT_API_KEY_LIMIT_PER_ADDRESS
+    api_key_limit_per_prefix: str = DEFAULT_API_KEY_LIMIT_PER_PREFIX
+    proxy_hops: int = 0
 
     def __repr__(self) -> str:
         # Settings end up in tracebacks, debuggers and error reports (any of which may print locals):
@@ -138,6 +155,13 @@ class Settings:
             local_mode=_flag(env, "LOCAL_MODE", default=False),
             cfn_template_base_url=_https_folder(env, "CFN_TEMPLATE_BASE_URL"),
             metrics_token=_optional_secret(env, "METRICS_TOKEN"),
+            login_limit_per_account=_rate(env, "LOGIN_LIMIT_PER_ACCOUNT", DEFAULT_LOGIN_LIMIT_PER_ACCOUNT),
+            login_limit_per_address=_rate(env, "LOGIN_LIMIT_PER_ADDRESS", DEFAULT_LOGIN_LIMIT_PER_ADDRESS),
+            api_key_limit_per_address=_rate(
+                env, "API_KEY_LIMIT_PER_ADDRESS", DEFAULT_API_KEY_LIMIT_PER_ADDRESS
+            ),
+            api_key_limit_per_prefix=_rate(env, "API_KEY_LIMIT_PER_PREFIX", DEFAULT_API_KEY_LIMIT_PER_PREFIX),
+            proxy_hops=_small_int(env, "PROXY_HOPS", default=0, maximum=5),
         )
 
 
@@ -151,6 +175,29 @@ def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
     if value in _FALSE:
         return False
     raise ConfigError(f"{name} must be true or false; got {raw!r}.")
+
+
+def _rate(env: Mapping[str, str], name: str, default: str) -> str:
+    """A rate such as "10 per 15 minutes" (flask-limiter's notation), checked at start-up."""
+    value = (env.get(name) or default).strip()
+    try:
+        from limits import parse_many
+
+        items = parse_many(value)
+    except ValueError:
+        items = []
+    if len(items) != 1:
+        raise ConfigError(f"{name} must be one rate such as '10 per 15 minutes'; got {value!r}.")
+    return value
+
+
+def _small_int(env: Mapping[str, str], name: str, *, default: int, maximum: int) -> int:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    if not _SMALL_INT.match(raw) or int(raw) > maximum:
+        raise ConfigError(f"{name} must be a whole number from 0 to {maximum}; got {raw!r}.")
+    return int(raw)
 
 
 def _optional_secret(env: Mapping[str, str], name: str) -> str | None:

@@ -104,6 +104,11 @@ class User(Base):
         ForeignKey("organizations.id", ondelete="CASCADE"), nullable=True
     )
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    # Every session cookie carries the version it was signed in at; signing out, a new password or
+    # disabling the user adds one, which ends every copy of every earlier cookie (portal.security).
+    session_version: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # A disabled user cannot sign in and has no session; the row (and its audit trail) stays.
+    disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
     organization: Mapped[Organization | None] = relationship(back_populates="users")
 
@@ -261,3 +266,32 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class AuditEvent(Base):
+    """One thing a person (or the CLI) did: who, when, from where, to what, and what changed.
+
+    Append-only: the application only inserts, and the database refuses UPDATE and DELETE of these rows
+    (triggers of migration 0007). No foreign keys, so that deleting a connector, a key or a user never
+    touches the trail; ``details`` (JSON) never holds a secret (lineage_core.ops.audit).
+    """
+
+    __tablename__ = "audit_events"
+    __table_args__ = (
+        Index("ix_audit_events_org_at", "organization_id", "at"),
+        Index("ix_audit_events_action_at", "action", "at"),
+        Index("ix_audit_events_at", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    organization_id: Mapped[int | None] = mapped_column(Integer)
+    actor_user_id: Mapped[int | None] = mapped_column(Integer)
+    # The actor's e-mail as it was then (or what a failed sign-in typed), "cli", or an API key's prefix.
+    actor: Mapped[str] = mapped_column(String(320))
+    action: Mapped[str] = mapped_column(String(64))
+    target_type: Mapped[str | None] = mapped_column(String(32))
+    target_id: Mapped[int | None] = mapped_column(BigInteger)
+    address: Mapped[str | None] = mapped_column(String(64))
+    request_id: Mapped[str | None] = mapped_column(String(64))
+    details: Mapped[str | None] = mapped_column(Text)

@@ -11,13 +11,15 @@ from sqlalchemy.orm import configure_mappers
 
 from lineage_core.infra import aws, db
 from lineage_core.infra.config import ConfigError, Settings
+from lineage_core.infra.logs import configure_json_logging
 
 logger = logging.getLogger(__name__)
 
 
 def start_process(name: str) -> Settings:
-    """Configure logging and read the settings; exit with status 2 and the reason if they are wrong."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    """Configure logging (JSON lines) and read the settings; exit with status 2 and the reason if they
+    are wrong."""
+    configure_json_logging(logging.INFO)
     try:
         return Settings.from_env()
     except ConfigError as error:
