@@ -47,7 +47,7 @@ def test_save_before_the_stack_is_deployed_cannot_assume_the_role(
     connector = start_and_fill(local_client, db)
     html = save_failing(local_client, connector.id).replace("&#39;", "'")
     assert f"Could not assume the trust role {ROLE.format(account='123456789012')}: " in html
-    assert "does not exist in AWS account 123456789012: the stack is not deployed yet" in html
+    assert "there is no role FoundationalOpenLineageExport in AWS account 123456789012. Check that" in html
     assert ADVICE.format(account="123456789012") in html
 
     # Part 2 (the local stand-in), then Save again: connected.

@@ -12,7 +12,7 @@ from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Organization, Role
 from portal import create_app
 from tests.factories import make_connector, make_user
-from tests.web import login, post_form
+from tests.web import PASSWORD, csrf_token_from, login, post_form
 
 
 def _is_portal_page(html: str) -> bool:
@@ -78,3 +78,18 @@ def test_metrics_content_type_names_its_charset_once(
     content_type = response.headers["Content-Type"]
     assert content_type.startswith("text/plain; version=")
     assert content_type.count("charset") == 1, content_type
+
+
+def test_an_operator_lands_on_their_own_page_after_sign_in(client: FlaskClient, db: Session) -> None:
+    make_user(db, None, "ops@vendor.test", Role.OPERATOR)
+    page = client.get("/login")
+    response = client.post(
+        "/login",
+        data={
+            "email": "ops@vendor.test",
+            "password": PASSWORD,
+            "csrf_token": csrf_token_from(page.get_data(as_text=True)),
+        },
+        follow_redirects=True,
+    )
+    assert response.status_code == 200 and response.request.path == "/ops/"

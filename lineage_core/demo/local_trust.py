@@ -36,9 +36,7 @@ def trust_problem(settings: Settings, destination: Destination) -> str | None:
         role = vendor_client(settings, "iam").get_role(RoleName=role_name)["Role"]
     except ClientError as error:
         if error_code(error) == "NoSuchEntity":
-            return (
-                f"the role {role_name} does not exist in AWS account {account}: the stack is not deployed yet"
-            )
+            return f"there is no role {role_name} in AWS account {account}"
         return f"the local IAM could not be asked about the role ({error_code(error)})"
     except BotoCoreError as error:
         return f"the local AWS endpoint did not answer ({type(error).__name__})"

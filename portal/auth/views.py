@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
-from flask_login import login_user, logout_user
+from flask_login import current_user, login_user, logout_user
 from werkzeug.wrappers.response import Response
 
 from lineage_core.accounts.users import authenticate
@@ -42,4 +42,5 @@ def _safe_next(target: str | None) -> str:
         parts = urlsplit(target)
         if not parts.scheme and not parts.netloc and target.startswith("/") and not target.startswith("//"):
             return target
-    return url_for("integrations.index")
+    # Each role's own start page: an operator sent to Integrations would land on a 403.
+    return url_for("ops.index") if current_user.is_operator else url_for("integrations.index")

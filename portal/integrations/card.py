@@ -47,6 +47,8 @@ class CardView:
     label: str
     last_status: str | None  # succeeded | failed, or None before the first finished export
     last_text: str  # "Succeeded at …", "Failed at …", "No export yet"
+    last_word: str  # "Succeeded", "Failed", or "" before the first finished export
+    last_at: str  # its time, or ""
     last_error: str
     size_note: str
     now: str  # "Export running since …", "Export queued", or ""
@@ -76,11 +78,12 @@ def card_view(connector: Connector, card: CardStatus) -> CardView:
         state, label = "waiting", "No export yet"
 
     if run is None:
-        last_status, last_text = None, "No export yet"
+        last_status, last_text, word, at = None, "No export yet", "", ""
     else:
         last_status = run.status.value
         word = "Succeeded" if run.status is RunStatus.SUCCEEDED else "Failed"
-        last_text = f"{word} at {when(run.finished_at)}"
+        at = when(run.finished_at)
+        last_text = f"{word} at {at}"
 
     if flight is None:
         now = ""
@@ -94,6 +97,8 @@ def card_view(connector: Connector, card: CardStatus) -> CardView:
         label=label,
         last_status=last_status,
         last_text=last_text,
+        last_word=word,
+        last_at=at,
         last_error=(run.error or "") if run is not None else "",
         size_note=f"{size_rule_note(run)}." if run is not None and size_rule_note(run) else "",
         now=now,

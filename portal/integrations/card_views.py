@@ -25,7 +25,8 @@ from portal.integrations.card import card_view
 from portal.integrations.forms import ConfirmForm
 from portal.security import org_admin_required
 
-_SEPARATORS = re.compile(r"([/.:_-])")
+# After a separator, or inside a CamelCase name (FoundationalOpenLineageExport) between its words.
+_BREAKS = re.compile(r"([/.:_-])|(?<=[a-z])(?=[A-Z])")
 
 
 @bp.get("/openlineage/<int:connector_id>/status.json")
@@ -61,11 +62,11 @@ def confirm_delete(connector_id: int) -> str:
 
 @bp.app_template_filter("breakable")
 def breakable(value: object) -> Markup:
-    """``value`` escaped, with a line-break opportunity after each ``/ . : _ -``.
+    """``value`` escaped, with a line-break opportunity after each ``/ . : _ -`` and between CamelCase words.
 
     Bucket names, prefixes and ARNs have no spaces: in a narrow card the browser would either overflow
     or cut them anywhere, mid-word. ``<wbr>`` lets them wrap at their own separators instead (and is
     not copied with the text).
     """
     # Safe: the text is escaped first, and only <wbr> is added (after characters escaping never makes).
-    return Markup(_SEPARATORS.sub(r"\1<wbr>", str(escape(value))))  # noqa: S704
+    return Markup(_BREAKS.sub(lambda match: (match.group(1) or "") + "<wbr>", str(escape(value))))  # noqa: S704

@@ -27,7 +27,14 @@
     }
     var last = card.querySelector('[data-field="last_text"]');
     if (last) {
-      last.textContent = data.last_text;
+      // "Succeeded at <time>", the time kept on one line (a date must not break at its hyphens).
+      last.textContent = data.last_at ? data.last_word + " at " : data.last_text;
+      if (data.last_at) {
+        var time = document.createElement("span");
+        time.className = "nowrap";
+        time.textContent = data.last_at;
+        last.appendChild(time);
+      }
       last.className = data.last_status ? "run-" + data.last_status : "";
     }
     ["last_error", "size_note", "now", "next_export"].forEach(function (name) {
