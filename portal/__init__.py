@@ -6,14 +6,17 @@ settings; tests pass ``settings`` and ``test_config`` explicitly.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from flask import Flask, redirect, url_for
 from flask_login import current_user
+from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers.response import Response
 
 from lineage_core.infra.config import ConfigError, Settings
-from portal import database, security
+from portal import database, headers, limits, security
+from portal import logging as portal_logging
 from portal.converters import DatabaseIdConverter
 from portal.extensions import csrf, login_manager
 
@@ -35,20 +38,35 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
         REMEMBER_COOKIE_HTTPONLY=True,
         MAX_CONTENT_LENGTH=5 * 1024 * 1024,
         WTF_CSRF_TIME_LIMIT=None,  # tied to the session; a wizard left open for a while still saves
+        # A copied session cookie stops verifying 12 hours after it was signed, whatever else happens.
+        PERMANENT_SESSION_LIFETIME=timedelta(hours=12),
+        LOGIN_LIMIT_PER_ACCOUNT=settings.login_limit_per_account,
+        LOGIN_LIMIT_PER_ADDRESS=settings.login_limit_per_address,
+        API_KEY_LIMIT_PER_ADDRESS=settings.api_key_limit_per_address,
+        API_KEY_LIMIT_PER_PREFIX=settings.api_key_limit_per_prefix,
     )
     if test_config:
         app.config.update(test_config)
+    if settings.proxy_hops:
+        # The client's address as the load balancers in front of us saw it (rate limits, audit trail).
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops
+        )
 
     # Before any blueprint adds its rules: every <int:...> in the URL map is a bounded database id.
     app.url_map.converters["int"] = DatabaseIdConverter
     csrf.init_app(app)
     login_manager.init_app(app)
     database.init_app(app)
+    portal_logging.init_app(app)
     security.init_app(app)
+    headers.init_app(app)
+    limits.init_app(app)
 
     from portal import cli
     from portal.api.views import bp as api_bp
     from portal.api_keys.views import bp as api_keys_bp
+    from portal.audit.views import bp as audit_bp
     from portal.auth.views import bp as auth_bp
     from portal.integrations import bp as integrations_bp
     from portal.ops import rq_dashboard_mount
@@ -62,6 +80,7 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
     rq_dashboard_mount.init_app(app, settings.redis_url)
     app.register_blueprint(api_bp)
     app.register_blueprint(api_keys_bp)
+    app.register_blueprint(audit_bp)
     cli.init_app(app)
 
     @app.get("/")

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from flask import Flask, abort, request
 from flask_login import UserMixin, current_user
 
+from lineage_core.accounts.sessions import session_token, user_for_token
 from lineage_core.infra.models import Role, User
 from portal.database import get_db
 from portal.extensions import login_manager
@@ -23,7 +24,8 @@ class PortalUser(UserMixin):
     """The signed-in user as Flask-Login sees it: a detached copy of the row's fields."""
 
     def __init__(self, user: User) -> None:
-        self.id = str(user.id)
+        # What the session cookie stores: the id and the session version (lineage_core.accounts.sessions).
+        self.id = session_token(user)
         self.user_id = user.id
         self.email = user.email
         self.role = user.role
@@ -39,10 +41,10 @@ class PortalUser(UserMixin):
 
 
 @login_manager.user_loader
-def _load_user(user_id: str) -> PortalUser | None:
-    if not user_id.isdigit():
-        return None
-    user = get_db().get(User, int(user_id))
+def _load_user(token: str) -> PortalUser | None:
+    # A cookie from before sign-out, a password change or the user's disabling names an older session
+    # version: it signs in no one, whoever holds a copy of it.
+    user = user_for_token(get_db(), token)
     return PortalUser(user) if user else None
 
 
@@ -93,25 +95,5 @@ def operator_required(view: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-_STRICT_CSP = "default-src 'self'; style-src 'self'; frame-ancestors 'none'"
-# rq-dashboard's pages carry inline scripts and styles; they are operator-only and behind our login.
-_RQ_DASHBOARD_CSP = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data:; frame-ancestors 'none'"
-)
-
-
-def _csp_for(blueprint: str | None) -> str:
-    return _RQ_DASHBOARD_CSP if blueprint == "rq_dashboard" else _STRICT_CSP
-
-
 def init_app(app: Flask) -> None:
     app.before_request(_require_login)
-
-    @app.after_request
-    def _security_headers(response):  # type: ignore[no-untyped-def]
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
-        response.headers.setdefault("Content-Security-Policy", _csp_for(request.blueprint))
-        return response

@@ -47,3 +47,16 @@ def test_ops_page_number_is_bounded(client: FlaskClient, operator: object) -> No
 
     login(client, "ops@vendor.test")
     assert client.get(f"/ops/?page={10**30}").status_code == 200
+
+
+def test_the_id_pattern_matches_exactly_zero_to_the_largest_id() -> None:
+    from portal.converters import INT4_MAX, decimal_at_most
+
+    pattern = re.compile(decimal_at_most(INT4_MAX) + r"\Z", re.ASCII)
+    for value in ("0", "7", "999999999", "1000000000", "1999999999", "2147483647", "2147483639"):
+        assert pattern.match(value), value
+    for value in ("2147483648", "2147483650", "2200000000", "3000000000", "9999999999", "21474836470"):
+        assert not pattern.match(value), value
+    for limit in (0, 9, 10, 99, 100, 205, 1000, 4321):
+        small = re.compile(decimal_at_most(limit) + r"\Z", re.ASCII)
+        assert [n for n in range(limit + 50) if small.match(str(n))] == list(range(limit + 1)), limit

@@ -18,8 +18,9 @@ Contract:
     organization than ``X-Organization``; 413 body too large (``payload_too_large``, with or without
     Content-Length: a chunked body is refused the same way), or more inputs, outputs, schema fields or
     column-lineage edges than :mod:`lineage_core.lineage.limits` allows (``event_too_large``, naming
-    the limit); 415 unsupported Content-Type or Content-Encoding. 503: the database is unavailable;
-    retry later (the client does).
+    the limit); 415 unsupported Content-Type or Content-Encoding. 429: too many requests with a bad
+    key from this address, or with this key's prefix (``Retry-After``; see :mod:`portal.limits`). 503:
+    the database is unavailable; retry later (the client does).
 """
 
 from __future__ import annotations
@@ -34,12 +35,19 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from lineage_core.accounts.api_keys import AuthenticationError, authenticate, parse_bearer, record_use
+from lineage_core.accounts.api_keys import (
+    AuthenticationError,
+    authenticate,
+    key_prefix_of,
+    parse_bearer,
+    record_use,
+)
 from lineage_core.infra.models import Organization
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.parse import EventError, EventTooLargeError, Problem, parse_event
 from portal.database import get_db
 from portal.extensions import csrf
+from portal.limits import api_key_address_limit, bad_key_refused_for_prefix, count_failure
 from portal.security import public_endpoint
 
 DEFAULT_MAX_EVENT_BYTES = 5 * 1024 * 1024
@@ -151,6 +159,7 @@ def _read_at_most(limit: int) -> bytes:
 
 @bp.post("/lineage")
 @public_endpoint
+@api_key_address_limit
 def ingest_lineage() -> tuple[Response, int]:
     db = get_db()
     try:
@@ -163,6 +172,11 @@ def ingest_lineage() -> tuple[Response, int]:
         )
         response.headers["Retry-After"] = "5"
         return response, status
+
+
+def _credential() -> str:
+    scheme, _, credential = (request.headers.get("Authorization") or "").strip().partition(" ")
+    return credential.strip() if scheme.lower() == "bearer" else ""
 
 
 def _ingest(db: Session) -> tuple[Response, int]:
@@ -184,6 +198,11 @@ def _ingest(db: Session) -> tuple[Response, int]:
         db.rollback()
         event = parse_event(_read_body(_max_bytes()))
     except AuthenticationError as error:
+        count_failure("api_key")
+        prefix = key_prefix_of(_credential())
+        refused = bad_key_refused_for_prefix(prefix) if prefix else None
+        if refused is not None:
+            return refused, 429
         return _error(401, error.reason.value, [Problem("Authorization", error.reason.value, str(error))])
     except _RejectedError as rejected:
         return _error(rejected.status, rejected.problem.code, [rejected.problem])

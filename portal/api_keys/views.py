@@ -7,7 +7,9 @@ from flask_login import current_user
 from werkzeug.wrappers.response import Response
 
 from lineage_core.accounts.api_keys import ApiKeyError, create_api_key, list_api_keys, revoke_api_key
+from lineage_core.ops.audit import Action
 from portal.api_keys.forms import CreateApiKeyForm, RevokeApiKeyForm
+from portal.audit import audit
 from portal.database import get_db
 from portal.security import org_admin_required
 
@@ -50,6 +52,12 @@ def create() -> tuple[str, int] | Response:
     except ApiKeyError as error:
         form.name.errors = [str(error)]
         return _index_page(form, 422)
+    audit(
+        Action.API_KEY_CREATED,
+        target_type="api_key",
+        target_id=new_key.id,
+        details={"name": new_key.name, "key_prefix": new_key.prefix},
+    )
     db.commit()
     # The secret is rendered in this response only, never redirected through the session (Flask's
     # session cookie is signed, not encrypted) and never cached.
@@ -74,6 +82,12 @@ def revoke(key_id: int) -> Response:
     key = revoke_api_key(db, _org_id(), key_id)
     if key is None:
         abort(404)
+    audit(
+        Action.API_KEY_REVOKED,
+        target_type="api_key",
+        target_id=key.id,
+        details={"name": key.name, "key_prefix": key.prefix},
+    )
     db.commit()
     flash(f"Key {key.name} ({key.prefix}…) is revoked: requests using it are now refused.", "success")
     return redirect(url_for(".index"))

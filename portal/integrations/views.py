@@ -9,6 +9,7 @@ from werkzeug.wrappers.response import Response as BaseResponse
 
 from lineage_core.export.queue import request_export
 from lineage_core.infra.models import Connector, ConnectorStatus
+from lineage_core.ops.audit import Action, changes
 from lineage_core.schedule.rules import refresh_next_export
 from lineage_core.setup import cloudformation, connectors, quick_create
 from lineage_core.setup.connectors import ConnectorSettings
@@ -16,6 +17,7 @@ from lineage_core.setup.destination import export_key, partition_for_region, s3_
 from lineage_core.setup.reader_policy import reader_policy
 from lineage_core.setup.role_spec import RoleSpec
 from lineage_core.setup.write_check import WriteCheckError, run_write_check
+from portal.audit import audit
 from portal.database import get_db, settings
 from portal.integrations import bp, configured_connector, connector_or_404, local_aws, org_id, terraform_views
 from portal.integrations.card import CardView, card_view
@@ -23,6 +25,23 @@ from portal.integrations.forms import ConfirmForm, ConnectionForm, destination_t
 from portal.security import org_admin_required
 
 SAVE_FAILED_KEY = "save_failed"  # the session marks the connection whose Save just failed
+
+
+# The settings whose changes the audit trail shows (the External ID is never among them).
+_AUDITED_SETTINGS = (
+    "bucket",
+    "prefix",
+    "account_id",
+    "role_name",
+    "role_path",
+    "interval_days",
+    "kms_key_arn",
+    "permissions_boundary_arn",
+)
+
+
+def _audited_settings(connector: Connector) -> dict[str, object]:
+    return {name: getattr(connector, name) for name in _AUDITED_SETTINGS}
 
 
 @bp.get("/")
@@ -61,6 +80,7 @@ def start() -> str | BaseResponse:
     if form.validate_on_submit():
         db = get_db()
         connector = connectors.create_draft(db, org_id())
+        audit(Action.CONNECTION_CREATED, target_type="connector", target_id=connector.id)
         db.commit()
         return redirect(url_for(".setup", connector_id=connector.id))
     return render_template("integrations/start.html", form=form)
@@ -84,8 +104,15 @@ def setup(connector_id: int) -> tuple[str, int] | BaseResponse:
             permissions_boundary_arn=form.permissions_boundary_arn.data,
         )
         was_active = connector.status is not ConnectorStatus.DRAFT
+        before = _audited_settings(connector)
         role_changed = connectors.apply_settings(connector, values)
         refresh_next_export(get_db(), connector)  # a new interval moves the next export
+        audit(
+            Action.CONNECTION_EDITED,
+            target_type="connector",
+            target_id=connector.id,
+            details={**changes(before, _audited_settings(connector)), "role_changed": role_changed},
+        )
         get_db().commit()
         if was_active and not role_changed:
             flash("Saved. The new export interval applies from the next export.", "success")
@@ -175,12 +202,24 @@ def save(connector_id: int) -> str | BaseResponse | tuple[str, int]:
     except WriteCheckError as error:
         # The draft and its External ID stay as they are: the admin fixes a field and saves again.
         connector.last_check_error = str(error)
+        audit(
+            Action.CONNECTION_SAVE_FAILED,
+            target_type="connector",
+            target_id=connector.id,
+            details={"error": str(error)[:500]},
+        )
         db.commit()
         current_app.logger.info("write check failed for connector %s", connector.id)
         # Post/Redirect/Get: the address stays the connection's page, and a reload does not post again.
         session[SAVE_FAILED_KEY] = connector.id
         return redirect(url_for(".deploy", connector_id=connector.id, _anchor="connect"))
     newly_active = connectors.activate(connector, result)
+    audit(
+        Action.CONNECTION_SAVED,
+        target_type="connector",
+        target_id=connector.id,
+        details={"role_arn": connector.role_arn, "bucket_region": connector.bucket_region},
+    )
     db.commit()
     if newly_active and exported_before:
         # An edit that changed the role, saved again: not a first export.
@@ -209,6 +248,12 @@ def delete(connector_id: int) -> BaseResponse:
     if not ConfirmForm().validate_on_submit():
         abort(400)
     db = get_db()
+    audit(
+        Action.CONNECTION_DELETED,
+        target_type="connector",
+        target_id=connector.id,
+        details={"bucket": connector.bucket, "prefix": connector.prefix},
+    )
     db.delete(connector)
     db.commit()
     flash(
@@ -230,6 +275,13 @@ def deploy_local(connector_id: int) -> BaseResponse:
         abort(400)
     spec = RoleSpec.for_connector(connector, settings().vendor_account_id)
     succeeded, message = local_aws.deploy_stack(settings(), spec)
+    audit(
+        Action.CONNECTION_DEPLOYED_LOCALLY,
+        target_type="connector",
+        target_id=connector.id,
+        details={"succeeded": succeeded},
+    )
+    get_db().commit()
     flash(message, "success" if succeeded else "error")
     return redirect(url_for(".deploy", connector_id=connector.id))
 
@@ -246,9 +298,16 @@ def export_now(connector_id: int) -> BaseResponse:
     _post_or_400()
     if connector.status is not ConnectorStatus.ACTIVE:
         flash("Only an active connection can export. Finish setup or resume it first.", "error")
-    elif request_export(get_db(), settings(), connector, "manual") is None:
+    elif (run := request_export(get_db(), settings(), connector, "manual")) is None:
         flash("An export of this connection is already queued or running.", "warning")
     else:
+        audit(
+            Action.CONNECTION_EXPORT_REQUESTED,
+            target_type="connector",
+            target_id=connector.id,
+            details={"run": run.id},
+        )
+        get_db().commit()
         flash("Export started.", "success")
     return redirect(url_for(".accounts"))
 
@@ -269,6 +328,8 @@ def _set_paused(connector_id: int, paused: bool, message: str) -> BaseResponse:
     connector = connector_or_404(connector_id)
     _post_or_400()
     if connectors.set_paused(get_db(), connector, paused):
+        action = Action.CONNECTION_PAUSED if paused else Action.CONNECTION_RESUMED
+        audit(action, target_type="connector", target_id=connector.id)
         get_db().commit()
         flash(message, "success")
     return redirect(url_for(".accounts"))

@@ -15,6 +15,7 @@ from lineage_core.export.queue import redis_connection
 from lineage_core.ops.heartbeats import tick_health
 from lineage_core.ops.metrics import ServiceCollector
 from portal.database import get_db, settings
+from portal.limits import AbuseCollector
 from portal.security import public_endpoint
 
 bp = Blueprint("ops_health", __name__)
@@ -64,6 +65,7 @@ def metrics() -> Response:
         abort(401 if not current_user.is_authenticated else 403)
     registry = CollectorRegistry()
     registry.register(ServiceCollector(get_db(), settings()))
+    registry.register(AbuseCollector(settings().redis_url))
     # content_type, not mimetype: CONTENT_TYPE_LATEST carries its charset, which mimetype would repeat.
     return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
