@@ -74,6 +74,15 @@ PENDING_SETTINGS: set[str] = set()
 UNSET_IN_PRODUCTION = {
     # Unset means real AWS; only the local demo points it at its moto server.
     "AWS_ENDPOINT_URL",
+    # Brute-force limits: production runs on their defaults.
+    "LOGIN_LIMIT_PER_ACCOUNT",
+    "LOGIN_LIMIT_PER_ADDRESS",
+    "API_KEY_LIMIT_PER_ADDRESS",
+    "API_KEY_LIMIT_PER_PREFIX",
+    # Not given by the deploy module yet. Behind the load balancer and the Envoy proxy the portal should
+    # get PROXY_HOPS=1 (the ALB appends the client to X-Forwarded-For; Envoy trusts one hop), or every
+    # client shares the proxy's address in the per-address limits and the audit trail.
+    "PROXY_HOPS",
 }
 
 VENDOR_ACCOUNT = "999988887777"
