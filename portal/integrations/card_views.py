@@ -26,7 +26,7 @@ from portal.integrations.forms import ConfirmForm
 from portal.security import org_admin_required
 
 # After a separator, or inside a CamelCase name (FoundationalOpenLineageExport) between its words.
-_BREAKS = re.compile(r"([/.:_-])|(?<=[a-z])(?=[A-Z])")
+_BREAKS = re.compile(r"([/.:_-])|(?<=[a-z])(?=[A-Z])", re.ASCII)
 
 
 @bp.get("/openlineage/<int:connector_id>/status.json")
