@@ -29,9 +29,9 @@ CONTENT_SECURITY_POLICY = "; ".join(
 )
 HSTS = "max-age=31536000; includeSubDomains"
 PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
-# rq-dashboard (at /admin/rq, operators only, behind our login) runs inline scripts and eval; it gets
-# a CSP of its own in a separate change. Until then it is exempt from ours rather than broken by it:
-# every other header still applies to it.
+# rq-dashboard (at /admin/rq, operators only, behind our login) runs inline scripts and eval: it has a
+# CSP of its own, set in portal/ops/rq_dashboard_checks.py, instead of ours. Every other header still
+# applies to it.
 CSP_EXEMPT_BLUEPRINTS = frozenset({"rq_dashboard"})
 
 
