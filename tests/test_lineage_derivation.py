@@ -11,8 +11,9 @@ import copy
 import io
 import subprocess
 import sys
+import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from sqlalchemy.orm import Session
 from lineage_core.export.events import EventWriter
 from lineage_core.export.snapshot import write_snapshot_lines
 from lineage_core.infra.config import Settings
+from lineage_core.infra.db import session_factory
 from lineage_core.infra.models import Organization, User
 from lineage_core.lineage.derivation_schedule import (
     derive_job_id,
@@ -36,6 +38,8 @@ from lineage_core.lineage.derivation_status import derivation_counts, derivation
 from lineage_core.lineage.derivations import derive_organization
 from lineage_core.lineage.graph import DERIVED_MARK
 from lineage_core.lineage.importer import import_events
+from lineage_core.lineage.merge import apply_event
+from lineage_core.lineage.parse import check_event
 from tests.factories import (
     column_lineage,
     dataset,
@@ -361,10 +365,98 @@ def test_organizations_whose_graph_changed_get_one_derivation_job(
     report = derive_organization_now(settings, org.id)  # what the worker's job does
     assert report.derived == 1
     db.rollback()
+    # Changes of the last few minutes are looked at again (their transactions may commit late)...
+    assert organizations_due(db) == [org.id]
+    assert derive_organization_now(settings, org.id).derived == 0  # ...and cost a look, nothing more
+    # Once they have settled, the organization is not due until something changes again.
+    derive_organization_now(settings, org.id, settle=timedelta(0))
+    db.rollback()
     assert organizations_due(db) == []
     store_events(db, org.id, [revenue_event(time="2026-11-30T12:00:00Z", query=REVENUE_SQL + " -- v2")])
     assert organizations_due(db) == [org.id]
     queue.empty()
+
+
+def test_each_organization_is_compared_with_its_own_watermark(settings: Settings, db: Session) -> None:
+    alpha, beta, gamma = make_org(db, "alpha"), make_org(db, "beta"), make_org(db, "gamma")
+    for organization in (alpha, beta, gamma):
+        store_events(db, organization.id, [revenue_event()])
+    for organization in (alpha, beta):
+        derive_organization_now(settings, organization.id, settle=timedelta(0))
+    db.rollback()
+    assert organizations_due(db) == [gamma.id]  # beta and alpha are derived; gamma never was
+
+    store_events(db, beta.id, [revenue_event(time="2026-11-30T12:00:00Z", query=REVENUE_SQL + " -- v2")])
+    assert organizations_due(db) == [beta.id, gamma.id]
+
+
+def test_a_change_committed_after_the_pass_read_the_graph_is_derived_by_the_next_pass(
+    settings: Settings, db: Session, org: Organization
+) -> None:
+    store_events(db, org.id, [revenue_event()])
+    derive_organization_now(settings, org.id, settle=timedelta(0))
+    # An ingest transaction that took its updated_at before the next pass, and commits after it.
+    late = session_factory(settings.database_url)()
+    try:
+        newer_sql = revenue_event(time="2026-11-30T13:00:00Z", query=REVENUE_SQL.replace("SUM", "MAX"))
+        apply_event(late, org.id, check_event(newer_sql))  # not committed yet
+        # A later change to another job, committed (it shares no row with the uncommitted one).
+        other = run_event(job="revenue.another_job", time="2026-11-30T14:00:00Z", job_facets=_sql("SELECT 1"))
+        store_events(db, org.id, [other])
+        derive_organization_now(settings, org.id)  # reads the graph before the late commit
+        late.commit()
+    finally:
+        late.close()
+
+    derive_organization_now(settings, org.id)
+
+    revenue = lineage_of(exported(db, org.id), "revenue.build_customer_revenue")["fields"]["revenue"]
+    assert revenue["inputFields"][0]["transformations"][0]["description"].startswith("Maximum of `amount`")
+
+
+def test_two_passes_over_one_organization_at_once_take_turns(
+    settings: Settings, db: Session, org: Organization
+) -> None:
+    events = []
+    for index in range(450):  # three pages of jobs
+        event = revenue_event()
+        event["job"]["name"] = f"revenue.job_{index:03d}"
+        events.append(event)
+    store_events(db, org.id, events)
+    errors: list[BaseException] = []
+
+    def one_pass() -> None:
+        try:
+            with session_factory(settings.database_url)() as session:
+                derive_organization(session, org.id, force=True)
+        except BaseException as error:  # reported below, not lost in the thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=one_pass) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert errors == []
+    assert derivation_counts(db, org.id).derived == 450
+    assert len(exported(db, org.id)) == 450
+
+
+def test_another_engine_revision_derives_every_job_again(
+    settings: Settings, db: Session, org: Organization, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store_events(db, org.id, [revenue_event()])
+    derive_organization_now(settings, org.id, settle=timedelta(0))
+    db.rollback()
+    assert organizations_due(db) == []
+
+    from lineage_core.lineage import derivation_schedule, derivations
+
+    monkeypatch.setattr(derivations, "ENGINE_REVISION", "2/next")
+    monkeypatch.setattr(derivation_schedule, "ENGINE_REVISION", "2/next")
+    assert organizations_due(db) == [org.id]
+    assert derive_organization_now(settings, org.id).derived == 1
 
 
 def test_the_cli_derives_now_and_lists_what_could_not_be_derived(
@@ -420,5 +512,31 @@ def test_a_worker_derives_an_organization_the_periodic_check_enqueued(
 
     assert derivation_counts(db, org.id).derived == 1, log.read_text()[-3000:]
     db.rollback()
-    assert organizations_due(db) == []  # the job moved the watermark
+    assert derive_organization_now(settings, org.id).derived == 0  # the job derived it all
     assert "columnLineage" in exported(db, org.id)[0]["outputs"][0]["facets"]
+
+
+def test_a_description_is_filled_only_from_a_derived_edge_of_the_same_kind(
+    db: Session, org: Organization
+) -> None:
+    # The producer calls revenue ← amount an IDENTITY; the SQL makes it an AGGREGATION: a different kind,
+    # so the derived "Sum of …" does not describe the producer's edge.
+    sent = column_lineage(
+        {
+            "revenue": [
+                input_field(
+                    "analytics.raw.orders",
+                    "amount",
+                    {"type": "DIRECT", "subtype": "IDENTITY"},
+                    namespace=WAREHOUSE,
+                )
+            ]
+        }
+    )
+    store_events(db, org.id, [revenue_event(columnLineage=sent)])
+    derive_organization(db, org.id)
+
+    (kept,) = lineage_of(exported(db, org.id), "revenue.build_customer_revenue")["fields"]["revenue"][
+        "inputFields"
+    ]
+    assert kept["transformations"] == [{"type": "DIRECT", "subtype": "IDENTITY"}]

@@ -12,7 +12,7 @@ organization again.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from redis.exceptions import RedisError
@@ -26,33 +26,44 @@ from lineage_core.export.queue import redis_connection
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import session_factory
 from lineage_core.infra.models import Organization, utcnow
-from lineage_core.lineage.derivations import DeriveReport, derive_organization
+from lineage_core.lineage.derivations import ENGINE_REVISION, DeriveReport, derive_organization
 from lineage_core.lineage.models import LineageDataset, LineageDerivationWatermark, LineageJob
 
 logger = logging.getLogger(__name__)
 
 DERIVE_JOB = "worker.jobs.derive_lineage"
 DERIVE_JOB_TIMEOUT_SECONDS = 3600
+# How long after a change its transaction may still commit (and how far apart hosts' clocks may be):
+# changes this recent are looked at again by the next pass.
+SETTLE_MARGIN = timedelta(minutes=5)
 
 _JOBS = cast(Table, LineageJob.__table__)
 _DATASETS = cast(Table, LineageDataset.__table__)
 _WATERMARKS = cast(Table, LineageDerivationWatermark.__table__)
 
 
-def derive_organization_now(settings: Settings, organization_id: int) -> DeriveReport:
-    """The worker's job: derive what changed, then move the organization's watermark.
+def derive_organization_now(
+    settings: Settings, organization_id: int, *, settle: timedelta = SETTLE_MARGIN
+) -> DeriveReport:
+    """The worker's job: derive what changed since the organization's watermark, then move it.
 
-    The watermark is the newest change read *before* deriving, so a change that lands during the
-    derivation is newer than it and the next periodic check enqueues the organization again.
+    The new watermark is the newest change read *before* deriving, and never later than
+    ``settle`` (:data:`SETTLE_MARGIN`) ago: an ingest transaction takes its ``updated_at`` when it starts and may
+    commit after this read (or run on a host whose clock is a little behind), so the changes of the last
+    few minutes are looked at again by the next pass (the source fingerprints make that cheap). An
+    organization derived by another engine revision is derived again from scratch.
     """
     with session_factory(settings.database_url)() as session:
-        since = session.execute(
-            select(_WATERMARKS.c.changes_seen_at).where(_WATERMARKS.c.organization_id == organization_id)
-        ).scalar_one_or_none()
-        changes_seen_at = _newest_change(session, organization_id)
+        held = session.execute(
+            select(_WATERMARKS.c.changes_seen_at, _WATERMARKS.c.engine_revision).where(
+                _WATERMARKS.c.organization_id == organization_id
+            )
+        ).one_or_none()
+        since = held[0] if held is not None and held[1] == ENGINE_REVISION else None
+        newest = _newest_change(session, organization_id)
         report = derive_organization(session, organization_id, since=since)
-        if changes_seen_at is not None:
-            _set_watermark(session, organization_id, changes_seen_at)
+        if newest is not None:
+            _set_watermark(session, organization_id, min(newest, utcnow() - settle))
             session.commit()
         return report
 
@@ -74,46 +85,41 @@ def _newest_change(session: Session, organization_id: int) -> datetime | None:
 
 
 def _set_watermark(session: Session, organization_id: int, changes_seen_at: datetime) -> None:
-    now = utcnow()
+    values = {"changes_seen_at": changes_seen_at, "engine_revision": ENGINE_REVISION, "derived_at": utcnow()}
     updated = session.execute(
-        _WATERMARKS.update()
-        .where(_WATERMARKS.c.organization_id == organization_id)
-        .values(changes_seen_at=changes_seen_at, derived_at=now)
+        _WATERMARKS.update().where(_WATERMARKS.c.organization_id == organization_id).values(**values)
     )
     if not _rowcount(updated):
-        session.execute(
-            insert(_WATERMARKS).values(
-                organization_id=organization_id, changes_seen_at=changes_seen_at, derived_at=now
-            )
-        )
+        session.execute(insert(_WATERMARKS).values(organization_id=organization_id, **values))
 
 
 def organizations_due(session: Session) -> list[int]:
-    """Organizations that may need deriving: never derived and with SQL, or changed since their last one."""
-    seen = (
-        select(_WATERMARKS.c.changes_seen_at)
-        .where(_WATERMARKS.c.organization_id == Organization.id)
-        .scalar_subquery()
-    )
-    never_derived_with_sql = seen.is_(None) & (
+    """Organizations that may need deriving: never derived and with SQL, derived by another engine
+    revision, or with a job or dataset changed after their watermark."""
+    watermark = _WATERMARKS.c.changes_seen_at
+    never_derived_with_sql = _WATERMARKS.c.organization_id.is_(None) & (
         select(_JOBS.c.id)
         .where(_JOBS.c.organization_id == Organization.id, _JOBS.c.sql.is_not(None))
         .exists()
     )
+    other_engine = _WATERMARKS.c.engine_revision != ENGINE_REVISION
     job_changed = (
         select(_JOBS.c.id)
-        .where(_JOBS.c.organization_id == Organization.id, _JOBS.c.updated_at > seen)
+        .where(_JOBS.c.organization_id == Organization.id, _JOBS.c.updated_at > watermark)
         .exists()
     )
     dataset_changed = (
         select(_DATASETS.c.id)
-        .where(_DATASETS.c.organization_id == Organization.id, _DATASETS.c.updated_at > seen)
+        .where(_DATASETS.c.organization_id == Organization.id, _DATASETS.c.updated_at > watermark)
         .exists()
     )
+    # One level of subqueries under a join of organizations and their watermark, so that each EXISTS
+    # correlates with the organization's own row (a nested watermark subquery did not).
     return list(
         session.execute(
             select(Organization.id)
-            .where(never_derived_with_sql | job_changed | dataset_changed)
+            .outerjoin(_WATERMARKS, _WATERMARKS.c.organization_id == Organization.id)
+            .where(never_derived_with_sql | other_engine | job_changed | dataset_changed)
             .order_by(Organization.id)
         ).scalars()
     )
@@ -134,8 +140,8 @@ def enqueue_due_derivations(settings: Settings) -> int:
     if not due:
         return 0
     enqueued = 0
+    connection = redis_connection(settings)  # connects lazily: the first command may raise
     try:
-        connection = redis_connection(settings)
         queue = Queue(settings.derive_queue, connection=connection)
         for organization_id in due:
             job_id = derive_job_id(organization_id)
@@ -151,9 +157,10 @@ def enqueue_due_derivations(settings: Settings) -> int:
                 description=f"derive column lineage of organization {organization_id}",
             )
             enqueued += 1
-        connection.close()
     except RedisError as error:
         logger.warning("could not enqueue lineage derivations: %s", type(error).__name__)
+    finally:
+        connection.close()
     return enqueued
 
 

@@ -32,7 +32,7 @@ from importlib import metadata
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import Table, delete, insert, select
+from sqlalchemy import Table, delete, insert, select, text
 from sqlalchemy.orm import Session
 
 from lineage_core.derive import DatasetSchema, Derivation, DerivedEdge, derive
@@ -43,7 +43,6 @@ from lineage_core.lineage.models import (
     LineageDataset,
     LineageDatasetField,
     LineageDerivation,
-    LineageDerivationWatermark,
     LineageDerivedColumnLineage,
     LineageDerivedJobDataset,
     LineageJob,
@@ -52,11 +51,12 @@ from lineage_core.lineage.models import (
 
 logger = logging.getLogger(__name__)
 
-# Bump when the engine's output changes for the same SQL: every job is then derived again once.
+# Bump when the engine's output changes for the same SQL: every job is then derived again once (the
+# periodic check treats an organization derived by another revision as due, from scratch).
 ENGINE_REVISION = f"1/sqlglot-{metadata.version('sqlglot')}"
-DERIVE_JOB = "worker.jobs.derive_lineage"
-DERIVE_JOB_TIMEOUT_SECONDS = 3600
 JOBS_PER_TRANSACTION = 200
+# pg_advisory_xact_lock(key, organization id): the first key says "derivation of an organization".
+_LOCK_KEY = 0x0D371E
 # Statuses of lineage_derivations.status, as the engine names them.
 DERIVED, PARTIAL, FAILED = "derived", "partial", "failed"
 
@@ -67,7 +67,6 @@ _JOB_DATASETS = cast(Table, LineageJobDataset.__table__)
 _DERIVATIONS = cast(Table, LineageDerivation.__table__)
 _DERIVED_LINEAGE = cast(Table, LineageDerivedColumnLineage.__table__)
 _DERIVED_LINKS = cast(Table, LineageDerivedJobDataset.__table__)
-_WATERMARKS = cast(Table, LineageDerivationWatermark.__table__)
 
 
 @dataclass
@@ -132,7 +131,9 @@ def derive_organization(
     """Derive column lineage for every job of the organization whose SQL or datasets changed.
 
     Commits every :data:`JOBS_PER_TRANSACTION` jobs, so a large organization makes steady progress and
-    holds no lock for long; a job's rows are replaced in one transaction, entirely or not at all.
+    holds no lock for long; a job's rows are replaced in one transaction, entirely or not at all. Two
+    passes over one organization at once (the worker's and ``flask lineage derive``) take turns page by
+    page (:func:`_lock_organization`): the second finds what the first derived and skips it.
 
     Args:
         since: only look at jobs changed after this time, or reading a dataset changed after it (the
@@ -144,6 +145,7 @@ def derive_organization(
     report.removed = _drop_derivations_without_sql(session, organization_id)
     session.commit()
     for page in _source_pages(session, organization_id, None if force else since):
+        _lock_organization(session, organization_id)
         held = dict(
             session.execute(
                 select(_DERIVATIONS.c.job_id, _DERIVATIONS.c.source_fingerprint).where(
@@ -172,9 +174,7 @@ def derive_organization(
             elif derivation.status == FAILED:
                 report.failed += 1
             report.problems.extend((source.namespace, source.name, p) for p in derivation.problems)
-        report.edges += _store(
-            session, organization_id, results, replacing=[s.job_id for s, _, _ in results if s.job_id in held]
-        )
+        report.edges += _store(session, organization_id, results)
         session.commit()
     logger.info(
         "lineage derivation of organization %s: %d jobs with SQL, %d derived (%d partial, %d failed), "
@@ -264,34 +264,59 @@ def _source_pages(
         after = ids[-1]
 
 
+def _lock_organization(session: Session, organization_id: int) -> None:
+    """Hold the organization's derivation lock until this transaction ends.
+
+    PostgreSQL: a transaction-level advisory lock. SQLite has one writer at a time: a no-op write takes
+    the database's write lock for the transaction, to the same effect.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(:key, :organization_id)"),
+            {"key": _LOCK_KEY, "organization_id": organization_id},
+        )
+    else:
+        session.execute(
+            _DERIVATIONS.update().where(_DERIVATIONS.c.job_id == -1).values(status=_DERIVATIONS.c.status)
+        )
+
+
 def _store(
-    session: Session,
-    organization_id: int,
-    results: Sequence[tuple[_JobSource, str, Derivation]],
-    replacing: Sequence[int],
+    session: Session, organization_id: int, results: Sequence[tuple[_JobSource, str, Derivation]]
 ) -> int:
     """Replace the derived rows and outcomes of a page's jobs with theirs. Returns the edges written.
 
-    A handful of statements per page, whatever its number of jobs: the rows of the jobs derived before
-    (``replacing``) are deleted, then every new row of a table goes in one executemany.
+    A handful of statements per page, whatever its number of jobs: the jobs' earlier rows are deleted,
+    then every new row of a table goes in one executemany. Datasets the SQL names for jobs that
+    declared none are created in one sorted call, in the order ingest creates them (no lock cycle).
     """
     if not results:
         return 0
-    if replacing:
-        for table in (_DERIVED_LINEAGE, _DERIVED_LINKS, _DERIVATIONS):
-            session.execute(delete(table).where(table.c.job_id.in_(replacing)))
+    job_ids = [source.job_id for source, _, _ in results]
+    for table in (_DERIVED_LINEAGE, _DERIVED_LINKS, _DERIVATIONS):
+        session.execute(delete(table).where(table.c.job_id.in_(job_ids)))
+    now = utcnow()
+    undeclared = sorted(
+        {
+            key
+            for source, _, derivation in results
+            if not source.declared
+            for key in (*derivation.inputs, *derivation.outputs)
+        }
+    )
+    created: dict[tuple[str, str], int] = {}
+    if undeclared:
+        dialect = session.get_bind().dialect.name
+        rows_by_key = ensure_datasets(session, dialect, organization_id, undeclared, now)
+        created = {key: row.id for key, row in rows_by_key.items()}
     lineage_rows: list[dict[str, Any]] = []
     link_rows: list[dict[str, Any]] = []
     outcomes: list[dict[str, Any]] = []
-    now = utcnow()
     for source, fingerprint, derivation in results:
         dataset_ids = {(d.namespace, d.name): d.dataset_id for d in source.declared}
-        if not source.declared and (derivation.inputs or derivation.outputs):
+        if not source.declared:
             # The producer declared no datasets: the SQL's tables become the job's inputs/outputs.
-            dialect = session.get_bind().dialect.name
-            keys = sorted({*derivation.inputs, *derivation.outputs})
-            created = ensure_datasets(session, dialect, organization_id, keys, now)
-            dataset_ids.update({key: row.id for key, row in created.items()})
+            dataset_ids.update({key: created[key] for key in (*derivation.inputs, *derivation.outputs)})
             link_rows.extend(
                 {
                     "job_id": source.job_id,
@@ -299,8 +324,8 @@ def _store(
                     "position": position,
                     "dataset_id": dataset_ids[key],
                 }
-                for direction, keys_ in (("input", derivation.inputs), ("output", derivation.outputs))
-                for position, key in enumerate(dict.fromkeys(keys_))
+                for direction, keys in (("input", derivation.inputs), ("output", derivation.outputs))
+                for position, key in enumerate(dict.fromkeys(keys))
             )
         rows = _edge_rows(source.job_id, derivation.edges, dataset_ids)
         lineage_rows.extend(rows)

@@ -461,6 +461,9 @@ def _fill_descriptions(refs: list[InputFieldJson], derived: list[InputFieldJson]
         for item in ref["transformations"]:
             if "description" not in item:
                 where = (ref["namespace"], ref["name"], ref["field"], item["type"])
-                text = explained.get((*where, item.get("subtype"))) or explained.get((*where, None))
+                subtype = item.get("subtype")
+                # The same kind only: a subtype the producer named must match; without one, any
+                # derived transformation of that type and input field explains it.
+                text = explained.get((*where, subtype)) if subtype else explained.get((*where, None))
                 if text is not None:
                     item["description"] = text

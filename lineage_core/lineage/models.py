@@ -45,6 +45,8 @@ class LineageJob(Base):
         UniqueConstraint("organization_id", "namespace", "name", name="uq_lineage_jobs_org_namespace_name"),
         # Keyset pagination of one org's jobs: WHERE organization_id = ? AND id > ? ORDER BY id.
         Index("ix_lineage_jobs_org_id", "organization_id", "id"),
+        # "What changed since": the derivation's periodic check and its pass over changed jobs.
+        Index("ix_lineage_jobs_org_updated", "organization_id", "updated_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -78,6 +80,7 @@ class LineageDataset(Base):
         UniqueConstraint(
             "organization_id", "namespace", "name", name="uq_lineage_datasets_org_namespace_name"
         ),
+        Index("ix_lineage_datasets_org_updated", "organization_id", "updated_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -227,6 +230,8 @@ class LineageDerivationWatermark(Base):
         ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True
     )
     changes_seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # The engine that derived up to the watermark: another one derives the whole organization again.
+    engine_revision: Mapped[str] = mapped_column(String(VERSION_MAX))
     derived_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 

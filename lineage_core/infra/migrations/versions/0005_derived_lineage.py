@@ -4,7 +4,7 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-12-01
 
-New tables only (create_table/create_index), so it runs unchanged on PostgreSQL and SQLite.
+New tables and indexes only (create_table/create_index), so it runs unchanged on PostgreSQL and SQLite.
 """
 
 import sqlalchemy as sa
@@ -64,13 +64,19 @@ def upgrade() -> None:
         "lineage_derivation_watermarks",
         sa.Column("organization_id", sa.Integer(), nullable=False),
         sa.Column("changes_seen_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("engine_revision", sa.String(length=64), nullable=False),
         sa.Column("derived_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(["organization_id"], ["organizations.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("organization_id"),
     )
+    # "What changed since", for the derivation's periodic check (a scan of every org's rows otherwise).
+    op.create_index("ix_lineage_jobs_org_updated", "lineage_jobs", ["organization_id", "updated_at"])
+    op.create_index("ix_lineage_datasets_org_updated", "lineage_datasets", ["organization_id", "updated_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_lineage_datasets_org_updated", table_name="lineage_datasets")
+    op.drop_index("ix_lineage_jobs_org_updated", table_name="lineage_jobs")
     op.drop_table("lineage_derivation_watermarks")
     op.drop_table("lineage_derived_job_datasets")
     op.drop_table("lineage_derived_column_lineage")
