@@ -10,38 +10,23 @@ Only provider-free configurations are applied (no registry is reachable): the ``
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-try:
-    from tests.terraform import (
-        REPO_ROOT,
-        Workdir,
-        copy_tree,
-        declared_outputs,
-        declared_variables,
-        parse_hcl,
-        require_terraform,
-        validation_messages,
-    )
-except ImportError:  # the helpers' older name
-    from tests.terraform_support import (  # type: ignore[no-redef]
-        REPO_ROOT,
-        Workdir,
-        copy_tree,
-        declared_outputs,
-        declared_variables,
-        parse_hcl,
-        require_terraform,
-        validation_messages,
-    )
+from tests.terraform import (
+    REPO_ROOT,
+    Workdir,
+    copy_tree,
+    declared_outputs,
+    declared_variables,
+    parse_hcl,
+    require_terraform,
+    validation_messages,
+)
 
 __all__ = [
     "DEPLOY_DIR",
@@ -62,7 +47,6 @@ POLICIES_DIR = DEPLOY_DIR / "modules" / "policies"
 SETTINGS_DIR = DEPLOY_DIR / "modules" / "settings"
 NETWORK_DIR = DEPLOY_DIR / "modules" / "network"
 EXAMPLE_DIR = DEPLOY_DIR / "examples" / "minimal"
-CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
 
 # Settings the deploy module gives the services that the README's configuration table does not list
 # yet. Each is named here until the README (and lineage_core/infra/config.py) has it; the drift test
@@ -204,28 +188,3 @@ def checkov_skips_in(directory: Path) -> dict[str, list[tuple[str, str]]]:
         for match in re.finditer(r"#checkov:skip=([A-Z0-9_]+):(.*)", path.read_text()):
             skips.setdefault(str(path.relative_to(directory)), []).append((match[1], match[2].strip()))
     return skips
-
-
-def run_checkov(directory: Path) -> list[dict[str, Any]]:
-    """checkov on ``directory``, offline, from its own venv; its JSON reports."""
-    if not CHECKOV.is_file():
-        pytest.skip("checkov's own venv is missing: run .ci/checkov.sh (creates .venv-checkov)")
-    command = [
-        str(CHECKOV),
-        "--skip-download",
-        "--framework",
-        "terraform",
-        "--output",
-        "json",
-        "-d",
-        str(directory),
-    ]
-    environment = {
-        name: value for name, value in os.environ.items() if name not in {"PYTHONPATH", "PYTHONHOME"}
-    }
-    completed = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, check=False, env=environment
-    )
-    assert completed.stdout.strip(), completed.stderr
-    reports = json.loads(completed.stdout)
-    return reports if isinstance(reports, list) else [reports]

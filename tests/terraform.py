@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sysconfig
 import warnings
 from collections.abc import Iterator
@@ -307,3 +308,36 @@ def module_variables(spec: RoleSpec) -> dict[str, str]:
     if spec.permissions_boundary_arn:
         values["permissions_boundary_arn"] = spec.permissions_boundary_arn
     return values
+
+
+CHECKOV = Path(__file__).resolve().parents[1] / ".venv-checkov" / "bin" / "checkov"
+
+
+def run_checkov(directory: Path) -> list[dict[str, Any]]:
+    """checkov on ``directory``, offline, from its own venv (.ci/checkov.sh makes it); its JSON reports.
+
+    One ``-d`` only: checkov 3.3.30 given several reports the first directory twice and never the others;
+    a parent folder holding several root configurations is scanned correctly.
+    """
+    if not CHECKOV.is_file():
+        pytest.skip("checkov's own venv is missing: run .ci/checkov.sh (creates .venv-checkov)")
+    command = [
+        str(CHECKOV),
+        "--skip-download",
+        "--framework",
+        "terraform",
+        "--output",
+        "json",
+        "-d",
+        str(directory),
+    ]
+    # checkov imports only its own venv's packages: no PYTHONPATH from the caller's environment.
+    environment = {
+        name: value for name, value in os.environ.items() if name not in {"PYTHONPATH", "PYTHONHOME"}
+    }
+    completed = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, check=False, env=environment
+    )
+    assert completed.stdout.strip(), completed.stderr
+    reports = json.loads(completed.stdout)
+    return reports if isinstance(reports, list) else [reports]

@@ -32,9 +32,9 @@ from tests.deploy import (
     parse_hcl,
     policies_variables,
     require_terraform_version,
-    run_checkov,
     validation_messages,
 )
+from tests.terraform import run_checkov
 
 MODULES = [DEPLOY_DIR, POLICIES_DIR, SETTINGS_DIR, NETWORK_DIR]
 MODULE_IDS = ["root", "policies", "settings", "network"]

@@ -7,24 +7,20 @@ module, a generated bundle, and the role with its policies rendered as literal J
 from __future__ import annotations
 
 import io
-import json
-import os
 import re
-import subprocess
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from lineage_core.setup.terraform_bundle import build_zip, hcl_string
 from tests.terraform import (
     BASE_SPEC,
+    CHECKOV,
     MATRIX,
     MODULE_DIR,
     POLICIES_DIR,
-    REPO_ROOT,
     Workdir,
     copy_tree,
     declared_outputs,
@@ -32,10 +28,8 @@ from tests.terraform import (
     module_variables,
     parse_hcl,
     policy_variables,
+    run_checkov,
 )
-
-CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
-
 
 # -- static checks (python-hcl2; no Terraform binary needed) ---------------------------------------------
 
@@ -124,31 +118,6 @@ resource "aws_iam_role_policy" "kms" {{
 """
 
 
-def _checkov(directory: Path) -> list[dict[str, Any]]:
-    # One -d only: checkov 3.3.30 given several -d reports the first directory twice and never the
-    # others. A parent folder holding several root configurations is scanned correctly.
-    command = [
-        str(CHECKOV),
-        "--skip-download",
-        "--framework",
-        "terraform",
-        "--output",
-        "json",
-        "-d",
-        str(directory),
-    ]
-    # checkov imports only its own venv's packages: no PYTHONPATH from the caller's environment.
-    environment = {
-        name: value for name, value in os.environ.items() if name not in {"PYTHONPATH", "PYTHONHOME"}
-    }
-    completed = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, check=False, env=environment
-    )
-    assert completed.stdout.strip(), completed.stderr
-    reports = json.loads(completed.stdout)
-    return reports if isinstance(reports, list) else [reports]
-
-
 @pytest.fixture
 def checkov() -> Iterator[Path]:
     if not CHECKOV.is_file():
@@ -169,7 +138,7 @@ def test_checkov_passes_on_the_module_the_bundle_and_the_rendered_policies(
     with zipfile.ZipFile(io.BytesIO(build_zip(MATRIX[3].spec))) as archive:
         archive.extractall(scan / "bundle")
 
-    reports = _checkov(scan)
+    reports = run_checkov(scan)
     failed = [
         (check["check_id"], check["resource"], check["file_path"])
         for report in reports

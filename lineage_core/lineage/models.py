@@ -129,8 +129,9 @@ class LineageJobDataset(Base):
     dataset_id: Mapped[int] = mapped_column(ForeignKey("lineage_datasets.id", ondelete="CASCADE"))
 
 
-class LineageColumnLineage(Base):
-    """One transformation of one input field feeding one output field (or the whole output dataset).
+class _ColumnLineageRow:
+    """The columns of a column-lineage row, reported or derived: one transformation of one input field
+    feeding one output field (or the whole output dataset).
 
     A row per transformation keeps the table flat: consecutive rows (by ``position``) with the same
     ``output_dataset_id``, ``output_field`` and ``input_index`` are the transformations of one
@@ -138,15 +139,13 @@ class LineageColumnLineage(Base):
     NULL. ``output_field`` NULL means a dataset-level dependency (``columnLineage.dataset`` in the spec).
     """
 
-    __tablename__ = "lineage_column_lineage"
-    __table_args__ = (PrimaryKeyConstraint("job_id", "position", name="pk_lineage_column_lineage"),)
-
     job_id: Mapped[int] = mapped_column(ForeignKey("lineage_jobs.id", ondelete="CASCADE"))
     position: Mapped[int] = mapped_column(Integer)
-    # The two dataset ids have no foreign key and no index, on purpose: this is the largest table and
+    # The two dataset ids have no foreign key and no index, on purpose: these are the largest tables and
     # each foreign key costs a lookup per inserted row (measured: the biggest part of storing an event).
-    # The merge only writes ids of datasets it has just read or created in the same transaction, datasets
-    # are deleted only with their organization, and the job's cascade removes these rows then.
+    # The merge and the derivation only write ids of datasets they have just read or created in the same
+    # transaction, datasets are deleted only with their organization, and the job's cascade removes
+    # these rows then.
     output_dataset_id: Mapped[int] = mapped_column(Integer)
     output_field: Mapped[str | None] = mapped_column(String(FIELD_NAME_MAX))
     input_index: Mapped[int] = mapped_column(Integer)
@@ -156,6 +155,13 @@ class LineageColumnLineage(Base):
     transformation_subtype: Mapped[str | None] = mapped_column(String(LABEL_MAX))
     masking: Mapped[bool | None] = mapped_column(Boolean)
     transformation_description: Mapped[str | None] = mapped_column(Text)
+
+
+class LineageColumnLineage(_ColumnLineageRow, Base):
+    """Column lineage as producers reported it, kept exactly as sent (see :class:`_ColumnLineageRow`)."""
+
+    __tablename__ = "lineage_column_lineage"
+    __table_args__ = (PrimaryKeyConstraint("job_id", "position", name="pk_lineage_column_lineage"),)
 
 
 class LineageDerivation(Base):
@@ -179,28 +185,16 @@ class LineageDerivation(Base):
     derived_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
-class LineageDerivedColumnLineage(Base):
-    """Column lineage we derived from a job's SQL: rows shaped as :class:`LineageColumnLineage`'s.
+class LineageDerivedColumnLineage(_ColumnLineageRow, Base):
+    """Column lineage we derived from a job's SQL, shaped as what producers report.
 
     Kept apart from what producers reported, which it never overwrites: the export reads both and
     uses a derived entry only where the producer sent none (see :mod:`lineage_core.lineage.graph`).
-    Each row is one transformation; ``output_field`` NULL is a dataset-level dependency.
+    Each row is one transformation.
     """
 
     __tablename__ = "lineage_derived_column_lineage"
     __table_args__ = (PrimaryKeyConstraint("job_id", "position", name="pk_lineage_derived_column_lineage"),)
-
-    job_id: Mapped[int] = mapped_column(ForeignKey("lineage_jobs.id", ondelete="CASCADE"))
-    position: Mapped[int] = mapped_column(Integer)
-    output_dataset_id: Mapped[int] = mapped_column(Integer)
-    output_field: Mapped[str | None] = mapped_column(String(FIELD_NAME_MAX))
-    input_index: Mapped[int] = mapped_column(Integer)
-    input_dataset_id: Mapped[int] = mapped_column(Integer)
-    input_field: Mapped[str] = mapped_column(String(FIELD_NAME_MAX))
-    transformation_type: Mapped[str | None] = mapped_column(String(16))
-    transformation_subtype: Mapped[str | None] = mapped_column(String(LABEL_MAX))
-    masking: Mapped[bool | None] = mapped_column(Boolean)
-    transformation_description: Mapped[str | None] = mapped_column(Text)
 
 
 class LineageDerivedJobDataset(Base):
