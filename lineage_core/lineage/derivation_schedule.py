@@ -47,8 +47,8 @@ def derive_organization_now(
 ) -> DeriveReport:
     """The worker's job: derive what changed since the organization's watermark, then move it.
 
-    The new watermark is the newest change read *before* deriving, and never later than
-    ``settle`` (:data:`SETTLE_MARGIN`) ago: an ingest transaction takes its ``updated_at`` when it starts and may
+    The new watermark is the newest change read *before* deriving, and never later than ``settle``
+    (:data:`SETTLE_MARGIN`) ago: an ingest transaction takes its ``updated_at`` when it starts and may
     commit after this read (or run on a host whose clock is a little behind), so the changes of the last
     few minutes are looked at again by the next pass (the source fingerprints make that cheap). An
     organization derived by another engine revision is derived again from scratch.
