@@ -51,7 +51,7 @@ NEW = Connection(
 )
 ROLE_ARN = f"arn:aws:iam::{NEW.account_id}:role/{NEW.role_name}"
 EXPORT_KEY = f"{NEW.prefix}/openlineage-events.jsonl"
-WORKER_WAIT_MS = 60_000  # a worker's start (AWS models, database) and one small export
+WORKER_WAIT_MS = 120_000  # an upper bound on a loaded machine: a worker's start and one small export
 
 
 def _shot(page: Page, tmp_path: Path, name: str) -> None:
