@@ -26,7 +26,7 @@ import uuid
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 from sqlalchemy import update
@@ -232,20 +232,16 @@ class GuardedS3:
         return response
 
 
-class UploadGuard:
+class UploadGuard(Protocol):
     """What :class:`GuardedS3` calls into; implemented by the export run (lineage_core.export.run)."""
 
-    def check(self) -> None:
-        raise NotImplementedError
+    def check(self) -> None: ...
 
-    def record_open(self, upload_id: str, bucket: str, key: str) -> None:
-        raise NotImplementedError
+    def record_open(self, upload_id: str, bucket: str, key: str) -> None: ...
 
-    def before_complete(self, upload_id: str | None, etag: str | None, size: int) -> None:
-        raise NotImplementedError
+    def before_complete(self, upload_id: str | None, etag: str | None, size: int) -> None: ...
 
-    def record_closed(self, upload_id: str, *, completed: bool) -> None:
-        raise NotImplementedError
+    def record_closed(self, upload_id: str, *, completed: bool) -> None: ...
 
 
 def _md5_etag(body: bytes) -> str:

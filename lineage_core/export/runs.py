@@ -22,14 +22,15 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, or_, update
+from sqlalchemy import or_, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from lineage_core.export import lease
 from lineage_core.export.failures import ExportError
+from lineage_core.infra.db import rowcount
 from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
 from lineage_core.schedule.rules import refresh_next_export
 from lineage_core.setup.destination import Destination
@@ -186,7 +187,7 @@ def close_failed(session: Session, run_id: int, connector_id: int, message: str,
     """
     try:
         session.rollback()
-        closed = _rowcount(
+        closed = rowcount(
             session.execute(
                 update(ExportRun)
                 .where(_held_by(run_id, owner))
@@ -234,7 +235,7 @@ def close_succeeded(session: Session, connector_id: int, result: ExportResult, o
     for attempt in range(RECORD_ATTEMPTS):
         try:
             session.rollback()
-            closed = _rowcount(
+            closed = rowcount(
                 session.execute(
                     update(ExportRun)
                     .where(_held_by(result.run_id, owner))
@@ -275,8 +276,3 @@ def _refresh_schedule(session: Session, connector_id: int) -> None:
     if connector is not None:
         session.refresh(connector)
         refresh_next_export(session, connector)
-
-
-def _rowcount(result: Any) -> int:
-    """Rows an UPDATE matched (``Session.execute`` is typed as returning a plain ``Result``)."""
-    return cast(CursorResult[Any], result).rowcount

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import Any, cast
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import CursorResult, Engine, create_engine, event
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 
@@ -77,3 +78,8 @@ def session_scope(database_url: str) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def rowcount(result: Any) -> int:
+    """Rows an UPDATE or DELETE matched (``Session.execute`` is typed as returning a plain ``Result``)."""
+    return cast(CursorResult[Any], result).rowcount

@@ -19,12 +19,12 @@ from redis.exceptions import RedisError
 from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
-from sqlalchemy import CursorResult, Table, func, insert, select, union_all
+from sqlalchemy import Table, func, insert, select, union_all
 from sqlalchemy.orm import Session
 
 from lineage_core.export.queue import redis_connection
 from lineage_core.infra.config import Settings
-from lineage_core.infra.db import session_factory
+from lineage_core.infra.db import rowcount, session_factory
 from lineage_core.infra.models import Organization, utcnow
 from lineage_core.lineage.derivations import ENGINE_REVISION, DeriveReport, derive_organization
 from lineage_core.lineage.models import LineageDataset, LineageDerivationWatermark, LineageJob
@@ -89,7 +89,7 @@ def _set_watermark(session: Session, organization_id: int, changes_seen_at: date
     updated = session.execute(
         _WATERMARKS.update().where(_WATERMARKS.c.organization_id == organization_id).values(**values)
     )
-    if not _rowcount(updated):
+    if not rowcount(updated):
         session.execute(insert(_WATERMARKS).values(organization_id=organization_id, **values))
 
 
@@ -170,8 +170,3 @@ def _in_flight(job_id: str, connection: Any) -> bool:
     except NoSuchJobError:
         return False
     return status in (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
-
-
-def _rowcount(result: Any) -> int:
-    """Rows an UPDATE matched (``Session.execute`` is typed as returning a plain ``Result``)."""
-    return cast(CursorResult[Any], result).rowcount

@@ -21,12 +21,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
 
 from redis.exceptions import RedisError
 from rq import Queue
 from rq.job import Job, JobStatus
-from sqlalchemy import CursorResult, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from lineage_core.export.failures import INTERRUPTED_MESSAGE
@@ -38,7 +37,7 @@ from lineage_core.export.queue import (
     request_exports,
 )
 from lineage_core.infra.config import Settings
-from lineage_core.infra.db import session_factory
+from lineage_core.infra.db import rowcount, session_factory
 from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus, utcnow
 from lineage_core.ops.heartbeats import TICK, record_beat
 from lineage_core.schedule.rules import refresh_next_export
@@ -153,7 +152,7 @@ def _closed_or_requeued(session: Session, run: ExportRun, now: datetime) -> RunS
         .values(lease_owner=None, lease_expires_at=None, **values)
         .execution_options(synchronize_session=False)
     )
-    changed = cast(CursorResult[Any], result).rowcount
+    changed = rowcount(result)
     if changed:
         session.refresh(run)  # the schedule below reads the run back through this session
     if changed and new_status is RunStatus.FAILED:
