@@ -1,4 +1,4 @@
-"""Organization API keys for the ingest API: create (the secret is shown once), list, revoke, authenticate.
+"""Organization API keys for the API: create (the secret is shown once), list, revoke, authenticate.
 
 A key looks like ``olk_1a2b3c4d_<43 random URL-safe characters>``. The first 12 characters (``olk_`` and
 8 random hex digits) are its *prefix*, stored in clear so admins can tell their keys apart; the whole key
@@ -9,6 +9,11 @@ stolen table of hashes cannot be brute-forced whatever the hash's speed; slow sa
 low-entropy human passwords. A fast unsalted hash also lets a request find its key with one indexed
 equality lookup (``key_hash`` is unique), where a salted slow hash would cost ~100 ms of CPU on every
 ingested event.
+
+Scopes: each key carries the scopes an org admin gave it (``lineage:write`` for ingest, the default and
+what every key created before scopes existed has; ``connections:read``; ``connections:write``, which
+implies read). They are stored as one space-separated string, the OAuth 2.0 ``scope`` notation
+(RFC 6749, 3.3), so the column is portable between PostgreSQL and SQLite.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import enum
 import hashlib
 import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -36,6 +42,27 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 class ApiKeyError(ValueError):
     """A key cannot be created as asked; the message says why."""
+
+
+class Scope(enum.StrEnum):
+    """What a key may do. Values are what the API, the portal and the database spell."""
+
+    LINEAGE_WRITE = "lineage:write"
+    CONNECTIONS_READ = "connections:read"
+    CONNECTIONS_WRITE = "connections:write"
+
+
+DEFAULT_SCOPES: frozenset[Scope] = frozenset({Scope.LINEAGE_WRITE})
+# A scope also grants these: whoever may change connections may read them.
+_IMPLIES: dict[Scope, frozenset[Scope]] = {Scope.CONNECTIONS_WRITE: frozenset({Scope.CONNECTIONS_READ})}
+
+
+class ScopeError(Exception):
+    """The key lacks the scope a call needs; ``scope`` names it."""
+
+    def __init__(self, scope: Scope) -> None:
+        super().__init__(f"This API key may not {scope}; an org admin can create a key with that scope.")
+        self.scope = scope
 
 
 class AuthFailure(enum.StrEnum):
@@ -60,6 +87,7 @@ class NewApiKey:
     name: str
     prefix: str
     secret: str
+    scopes: frozenset[Scope]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,27 +97,80 @@ class Caller:
     organization_id: int
     api_key_id: int
     last_used_at: datetime | None
+    scopes: frozenset[Scope]
+    # The key's prefix (``olk_`` and 8 hex digits): the audit trail's actor for what the key does.
+    prefix: str
 
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def create_api_key(session: Session, organization_id: int, name: str) -> NewApiKey:
-    """Create a key for the organization (flushes; the caller commits).
+def parse_scopes(text: str) -> frozenset[Scope]:
+    """The scopes of a stored space-separated scope string.
 
     Raises:
-        ApiKeyError: the name is empty or longer than 200 characters.
+        ApiKeyError: the string names no scope or an unknown one.
+    """
+    return _as_scopes(text.split())
+
+
+def format_scopes(scopes: Iterable[Scope]) -> str:
+    """The stored form: space-separated, in a stable order."""
+    return " ".join(sorted(str(scope) for scope in scopes))
+
+
+def _as_scopes(names: Iterable[str]) -> frozenset[Scope]:
+    known = {str(scope) for scope in Scope}
+    names = list(names)
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise ApiKeyError(f"Unknown scope {unknown[0]!r}; a key's scopes are {', '.join(sorted(known))}.")
+    if not names:
+        raise ApiKeyError(f"Give the key at least one scope: {', '.join(sorted(known))}.")
+    return frozenset(Scope(name) for name in names)
+
+
+def granted(scopes: Iterable[Scope]) -> frozenset[Scope]:
+    """The scopes a key may use: its own and those they imply."""
+    own = frozenset(scopes)
+    return own.union(*(_IMPLIES.get(scope, frozenset()) for scope in own))
+
+
+def require_scope(caller: Caller, scope: Scope) -> None:
+    """Refuse a call the caller's key is not scoped for.
+
+    Raises:
+        ScopeError: the key lacks the scope (and no scope of it implies it).
+    """
+    if scope not in granted(caller.scopes):
+        raise ScopeError(scope)
+
+
+def create_api_key(
+    session: Session, organization_id: int, name: str, scopes: Iterable[Scope | str] = DEFAULT_SCOPES
+) -> NewApiKey:
+    """Create a key for the organization with the given scopes (flushes; the caller commits).
+
+    Raises:
+        ApiKeyError: the name is empty or longer than 200 characters, or the scopes are empty or unknown.
     """
     name = name.strip()
     if not name or len(name) > NAME_MAX:
         raise ApiKeyError(f"Give the key a name of 1 to {NAME_MAX} characters, such as 'airflow-prod'.")
+    chosen = _as_scopes(str(scope) for scope in scopes)
     prefix = f"{KEY_PREFIX}{secrets.token_hex(4)}"
     secret = f"{prefix}_{secrets.token_urlsafe(32)}"
-    key = ApiKey(organization_id=organization_id, name=name, prefix=prefix, key_hash=hash_key(secret))
+    key = ApiKey(
+        organization_id=organization_id,
+        name=name,
+        prefix=prefix,
+        key_hash=hash_key(secret),
+        scopes=format_scopes(chosen),
+    )
     session.add(key)
     session.flush()
-    return NewApiKey(id=key.id, name=name, prefix=prefix, secret=secret)
+    return NewApiKey(id=key.id, name=name, prefix=prefix, secret=secret, scopes=chosen)
 
 
 def list_api_keys(session: Session, organization_id: int) -> list[ApiKey]:
@@ -144,9 +225,14 @@ def authenticate(session: Session, key: str) -> Caller:
     if not _KEY.match(key):
         raise AuthenticationError(AuthFailure.INVALID, "The API key is not valid.")
     row = session.execute(
-        select(ApiKey.id, ApiKey.organization_id, ApiKey.revoked_at, ApiKey.last_used_at).where(
-            ApiKey.key_hash == hash_key(key)
-        )
+        select(
+            ApiKey.id,
+            ApiKey.organization_id,
+            ApiKey.revoked_at,
+            ApiKey.last_used_at,
+            ApiKey.prefix,
+            ApiKey.scopes,
+        ).where(ApiKey.key_hash == hash_key(key))
     ).one_or_none()
     if row is None:
         raise AuthenticationError(AuthFailure.INVALID, "The API key is not valid.")
@@ -155,7 +241,13 @@ def authenticate(session: Session, key: str) -> Caller:
             AuthFailure.REVOKED,
             f"The API key {key[:_PREFIX_CHARS]}... was revoked; ask an org admin for a new one.",
         )
-    return Caller(organization_id=row.organization_id, api_key_id=row.id, last_used_at=row.last_used_at)
+    return Caller(
+        organization_id=row.organization_id,
+        api_key_id=row.id,
+        last_used_at=row.last_used_at,
+        scopes=parse_scopes(row.scopes),
+        prefix=row.prefix,
+    )
 
 
 def record_use(session: Session, caller: Caller, now: datetime | None = None) -> bool:
