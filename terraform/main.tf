@@ -10,6 +10,7 @@ locals {
   # The portal stores "no key" and "no boundary" as empty; accept "" as well as null here.
   kms_key_arn              = var.kms_key_arn == "" ? null : var.kms_key_arn
   permissions_boundary_arn = var.permissions_boundary_arn == "" ? null : var.permissions_boundary_arn
+  new_external_id          = var.new_external_id == "" ? null : var.new_external_id
 }
 
 # The policy documents are computed by a provider-free submodule, so they can be evaluated (and
@@ -20,6 +21,7 @@ module "policies" {
   partition         = data.aws_partition.current.partition
   vendor_account_id = var.vendor_account_id
   external_id       = var.external_id
+  new_external_id   = local.new_external_id
   bucket_name       = var.bucket_name
   prefix            = var.prefix
   kms_key_arn       = local.kms_key_arn

@@ -24,6 +24,17 @@ variable "external_id" {
   }
 }
 
+variable "new_external_id" {
+  description = "Only while Foundational rotates this connection's External ID: the new External ID, which the role then accepts as well as external_id. Null or empty otherwise. Copied from the setup page: do not change."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.new_external_id == null || var.new_external_id == "" || (can(regex("^[\\w+=,.@:/-]+$", var.new_external_id)) && try(length(var.new_external_id) >= 2 && length(var.new_external_id) <= 1224, false))
+    error_message = "The new External ID has 2 to 1224 characters: letters, digits and + = , . @ : / _ -. Copy it unchanged from the Foundational setup page."
+  }
+}
+
 variable "account_id" {
   description = "The AWS account that owns the bucket, as entered in Foundational. When set, Terraform refuses to create the role with credentials of any other account."
   type        = string

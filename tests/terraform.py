@@ -277,6 +277,13 @@ MATRIX = [
         "aws-us-gov",
         "us-gov-west-1",
     ),
+    # An External ID rotation waiting for Save: the trust policy lists the current and the new ID.
+    Case(
+        "rotation-two-external-ids",
+        replace(BASE_SPEC, prefix="exports", new_external_id="olx-N3w+r0tated=ID,a.b@c:d/e-f_g"),
+        "aws",
+        "us-east-1",
+    ),
 ]
 
 
@@ -289,6 +296,7 @@ def policy_variables(case: Case) -> dict[str, Any]:
         "bucket_name": case.spec.bucket,
         "prefix": case.spec.prefix,
         "kms_key_arn": case.spec.kms_key_arn,
+        "new_external_id": case.spec.new_external_id,
     }
 
 
@@ -307,6 +315,8 @@ def module_variables(spec: RoleSpec) -> dict[str, str]:
         values["kms_key_arn"] = spec.kms_key_arn
     if spec.permissions_boundary_arn:
         values["permissions_boundary_arn"] = spec.permissions_boundary_arn
+    if spec.new_external_id:
+        values["new_external_id"] = spec.new_external_id
     return values
 
 

@@ -427,6 +427,7 @@ def test_parameter_values_map_every_field_of_the_spec() -> None:
     assert parameter_values(spec) == {
         "VendorAccountId": VENDOR_ACCOUNT_ID,
         "ExternalId": spec.external_id,
+        "NewExternalId": "",
         "CustomerAccountId": CUSTOMER_ACCOUNT_ID,
         "RoleName": spec.role_name,
         "RolePath": "/a/b/",

@@ -51,6 +51,7 @@ def parameter_values(spec: RoleSpec) -> dict[str, str]:
     return {
         "VendorAccountId": spec.vendor_account_id,
         "ExternalId": spec.external_id,
+        "NewExternalId": spec.new_external_id or "",
         "CustomerAccountId": spec.customer_account_id,
         "RoleName": spec.role_name,
         "RolePath": spec.role_path,
@@ -135,7 +136,8 @@ def expected_policies(spec: RoleSpec, partition: str = "aws") -> dict[str, Any]:
     Returns:
         ``{"trust_policy": <AssumeRolePolicyDocument>, "inline_policies": {<PolicyName>: <document>}}``.
         ``inline_policies`` always holds :data:`S3_POLICY_NAME`, and :data:`KMS_POLICY_NAME` only when
-        ``spec`` has a KMS key. Single-valued Action/Resource are strings, not one-element lists.
+        ``spec`` has a KMS key. Single-valued Action/Resource are strings, not one-element lists, and
+        so is ``sts:ExternalId`` with one External ID; during a rotation it is ``[current, new]``.
     """
     bucket_arn = f"arn:{partition}:s3:::{spec.bucket}"
     objects_arn = f"{bucket_arn}/{spec.prefix}/*" if spec.prefix else f"{bucket_arn}/*"
@@ -163,7 +165,13 @@ def expected_policies(spec: RoleSpec, partition: str = "aws") -> dict[str, Any]:
                 {
                     "Sid": "ReadWriteExportObjects",
                     "Effect": "Allow",
-                    "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+                    "Action": [
+                        "s3:AbortMultipartUpload",
+                        "s3:DeleteObject",
+                        "s3:GetObject",
+                        "s3:PutObject",
+                        "s3:PutObjectTagging",
+                    ],
                     "Resource": objects_arn,
                 },
             ],
@@ -182,6 +190,7 @@ def expected_policies(spec: RoleSpec, partition: str = "aws") -> dict[str, Any]:
             ],
         }
 
+    external_ids: str | list[str] = spec.external_ids if spec.new_external_id else spec.external_id
     trust_policy = {
         "Version": POLICY_VERSION,
         "Statement": [
@@ -190,7 +199,7 @@ def expected_policies(spec: RoleSpec, partition: str = "aws") -> dict[str, Any]:
                 "Effect": "Allow",
                 "Principal": {"AWS": f"arn:{partition}:iam::{spec.vendor_account_id}:root"},
                 "Action": "sts:AssumeRole",
-                "Condition": {"StringEquals": {"sts:ExternalId": spec.external_id}},
+                "Condition": {"StringEquals": {"sts:ExternalId": external_ids}},
             }
         ],
     }

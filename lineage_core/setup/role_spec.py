@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lineage_core.infra.models import Connector
+from lineage_core.infra.models import Connector, RotationState
 
 
 @dataclass(frozen=True)
 class RoleSpec:
     vendor_account_id: str
-    external_id: str
+    external_id: str  # the ID exports use now
     role_name: str
     role_path: str
     bucket: str
@@ -23,6 +23,14 @@ class RoleSpec:
     customer_account_id: str
     kms_key_arn: str | None = None
     permissions_boundary_arn: str | None = None
+    # While an External ID rotation waits for Save, the role trusts this ID as well (both IDs), so the
+    # stack can be updated before Save switches exports to it (lineage_core.setup.rotations).
+    new_external_id: str | None = None
+
+    @property
+    def external_ids(self) -> list[str]:
+        """Every External ID the role trusts: the current one, then the new one during a rotation."""
+        return [self.external_id, self.new_external_id] if self.new_external_id else [self.external_id]
 
     @classmethod
     def for_connector(cls, connector: Connector, vendor_account_id: str) -> RoleSpec:
@@ -40,4 +48,7 @@ class RoleSpec:
             customer_account_id=connector.account_id,
             kms_key_arn=connector.kms_key_arn,
             permissions_boundary_arn=connector.permissions_boundary_arn,
+            new_external_id=(
+                connector.new_external_id if connector.rotation_state is RotationState.PENDING else None
+            ),
         )

@@ -77,7 +77,7 @@ def root_snippet(spec: RoleSpec, source: str = MODULE_SOURCE) -> str:
 
     Returns:
         HCL text ending in a newline. Optional values the connector doesn't have are left out, so the
-        module's defaults (no KMS key, no permissions boundary) apply.
+        module's defaults (no KMS key, no permissions boundary, no new External ID) apply.
     """
     role = [
         ("account_id", spec.customer_account_id),
@@ -86,6 +86,10 @@ def root_snippet(spec: RoleSpec, source: str = MODULE_SOURCE) -> str:
     ]
     if spec.permissions_boundary_arn:
         role.append(("permissions_boundary_arn", spec.permissions_boundary_arn))
+    ours = [("vendor_account_id", spec.vendor_account_id), ("external_id", spec.external_id)]
+    if spec.new_external_id:
+        # During an External ID rotation: the role trusts both until Foundational switched to this one.
+        ours.append(("new_external_id", spec.new_external_id))
     destination = [("bucket_name", spec.bucket), ("prefix", spec.prefix)]
     if spec.kms_key_arn:
         destination.append(("kms_key_arn", spec.kms_key_arn))
@@ -95,7 +99,7 @@ def root_snippet(spec: RoleSpec, source: str = MODULE_SOURCE) -> str:
         *_attribute_group([("source", source)]),
         "",
         "  # Filled in by Foundational for this connection: do not change.",
-        *_attribute_group([("vendor_account_id", spec.vendor_account_id), ("external_id", spec.external_id)]),
+        *_attribute_group(ours),
         "",
         "  # Your AWS account and the role, as entered in Foundational.",
         *_attribute_group(role),

@@ -11,6 +11,13 @@ locals {
   # Objects directly under the prefix and below it; the whole bucket when the prefix is empty.
   objects_arn = var.prefix == "" ? "${local.bucket_arn}/*" : "${local.bucket_arn}/${var.prefix}/*"
 
+  # One External ID is a string, two (during a rotation: current, new) a list, exactly as the
+  # CloudFormation template writes them. Both branches of a conditional must have one type, so each is
+  # JSON-encoded and the chosen one decoded.
+  external_ids = jsondecode(
+    var.new_external_id == null ? jsonencode(var.external_id) : jsonencode([var.external_id, var.new_external_id])
+  )
+
   trust_policy = {
     Version = "2012-10-17"
     Statement = [
@@ -19,7 +26,7 @@ locals {
         Effect    = "Allow"
         Principal = { AWS = "arn:${var.partition}:iam::${var.vendor_account_id}:root" }
         Action    = "sts:AssumeRole"
-        Condition = { StringEquals = { "sts:ExternalId" = var.external_id } }
+        Condition = { StringEquals = { "sts:ExternalId" = local.external_ids } }
       },
     ]
   }
@@ -52,7 +59,7 @@ locals {
       {
         Sid      = "ReadWriteExportObjects"
         Effect   = "Allow"
-        Action   = ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"]
+        Action   = ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"]
         Resource = local.objects_arn
       },
     ]

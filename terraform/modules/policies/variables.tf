@@ -18,6 +18,12 @@ variable "external_id" {
   type        = string
 }
 
+variable "new_external_id" {
+  description = "Only while Foundational rotates the External ID: the new one, trusted as well as external_id. Null otherwise."
+  type        = string
+  default     = null
+}
+
 variable "bucket_name" {
   description = "Name of the S3 bucket that receives the export."
   type        = string
