@@ -22,8 +22,16 @@
   backstop.
 * A body shorter than one part (an empty file included) is sent with a single PutObject, which is
   just as atomic and costs one request instead of three.
+* The object gets a **full-object CRC64NVME checksum** (:mod:`lineage_core.export.checksum`) that S3
+  verifies before it makes the object visible: each part carries its own CRC (computed by the thread
+  that sends it), and CompleteMultipartUpload carries the whole object's, combined from the parts'
+  without reading the data again (PutObject carries the body's). A mismatch is refused by S3
+  (``BadDigest``), which fails the upload like any other error: it is aborted and nothing is left.
+  The checksum is on the returned :class:`UploadedObject`, and readers get it from HeadObject or
+  GetObjectAttributes.
 
-Every request carries the same ContentType and, when a KMS key is given, SSE-KMS with that key.
+Every request carries the same ContentType and, when a KMS key is given, SSE-KMS with that key; the
+object's user metadata (``x-amz-meta-*``) is the target's, fixed when the upload starts.
 S3 errors are raised as :class:`S3UploadError`, naming the operation that failed.
 """
 
@@ -33,10 +41,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+
+from lineage_core.export import checksum
 
 MIB = 1024 * 1024
 MIN_PART_SIZE = 5 * MIB  # S3's minimum for every part but the last
@@ -57,12 +67,16 @@ class S3Target:
     key: str
     content_type: str = NDJSON_CONTENT_TYPE
     kms_key_arn: str | None = None
+    # User metadata (x-amz-meta-<name>), lower-case ASCII names: S3 fixes it when the upload starts.
+    metadata: dict[str, str] = field(default_factory=dict, hash=False)
 
-    def object_arguments(self) -> dict[str, str]:
+    def object_arguments(self) -> dict[str, Any]:
         """The arguments PutObject and CreateMultipartUpload share."""
-        arguments = {"Bucket": self.bucket, "Key": self.key, "ContentType": self.content_type}
+        arguments: dict[str, Any] = {"Bucket": self.bucket, "Key": self.key, "ContentType": self.content_type}
         if self.kms_key_arn:
             arguments |= {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": self.kms_key_arn}
+        if self.metadata:
+            arguments["Metadata"] = dict(self.metadata)
         return arguments
 
 
@@ -74,6 +88,7 @@ class UploadedObject:
     etag: str
     version_id: str | None  # None unless the bucket has versioning enabled
     parts: int  # 0 when the body went in one PutObject
+    checksum_crc64nvme: str  # the full object's CRC64NVME, base64, as S3 verified and stores it
 
 
 class S3UploadError(Exception):
@@ -117,7 +132,7 @@ def upload_stream(
             reads the record can. If it raises, the upload is aborted and the error propagates.
 
     Returns:
-        The completed object's size, ETag and version.
+        The completed object's size, ETag, version and full-object CRC64NVME checksum.
 
     Raises:
         S3UploadError: an S3 request failed (botocore's error is its ``error``).
@@ -169,12 +184,22 @@ def _part(chunks: list[bytes]) -> bytearray:
 
 
 def _put_object(s3: Any, target: S3Target, body: bytearray) -> UploadedObject:
+    body_checksum = checksum.encoded_crc(body)
     try:
-        response = s3.put_object(Body=body, **target.object_arguments())
+        response = s3.put_object(
+            Body=body,
+            ChecksumAlgorithm=checksum.ALGORITHM,
+            ChecksumCRC64NVME=body_checksum,
+            **target.object_arguments(),
+        )
     except (ClientError, BotoCoreError) as error:
         raise S3UploadError("PutObject", error) from error
     return UploadedObject(
-        size=len(body), etag=response["ETag"], version_id=response.get("VersionId"), parts=0
+        size=len(body),
+        etag=response["ETag"],
+        version_id=response.get("VersionId"),
+        parts=0,
+        checksum_crc64nvme=body_checksum,
     )
 
 
@@ -185,7 +210,11 @@ class _MultipartUpload:
         self._s3 = s3
         self._target = target
         try:
-            response = s3.create_multipart_upload(**target.object_arguments())
+            response = s3.create_multipart_upload(
+                ChecksumAlgorithm=checksum.ALGORITHM,
+                ChecksumType=checksum.CHECKSUM_TYPE,
+                **target.object_arguments(),
+            )
         except (ClientError, BotoCoreError) as error:
             raise S3UploadError("CreateMultipartUpload", error) from error
         self._upload_id: str = response["UploadId"]
@@ -193,8 +222,8 @@ class _MultipartUpload:
         # One slot per thread: a full part waits here instead of piling up in the executor's queue,
         # which is what keeps memory flat when generation is faster than the network.
         self._slots = threading.BoundedSemaphore(upload_threads)
-        self._in_flight: set[Future[dict[str, Any]]] = set()
-        self._parts: list[dict[str, Any]] = []
+        self._in_flight: set[Future[_SentPart]] = set()
+        self._parts: list[_SentPart] = []
         self._next_number = 1
         self._size = 0
         self._stop = threading.Event()
@@ -226,18 +255,26 @@ class _MultipartUpload:
         while self._in_flight:
             self._collect(block=True)
         self._executor.shutdown(wait=True)
-        parts = sorted(self._parts, key=lambda part: part["PartNumber"])
+        parts = sorted(self._parts, key=lambda part: part.number)
+        # S3 computes the same value from the parts it stored and refuses the Complete if they differ.
+        object_checksum = checksum.encoded(checksum.combine((part.crc, part.size) for part in parts))
         try:
             response = self._s3.complete_multipart_upload(
                 Bucket=self._target.bucket,
                 Key=self._target.key,
                 UploadId=self._upload_id,
-                MultipartUpload={"Parts": parts},
+                MultipartUpload={"Parts": [part.completed() for part in parts]},
+                ChecksumCRC64NVME=object_checksum,
+                ChecksumType=checksum.CHECKSUM_TYPE,
             )
         except (ClientError, BotoCoreError) as error:
             raise S3UploadError("CompleteMultipartUpload", error) from error
         return UploadedObject(
-            size=self._size, etag=response["ETag"], version_id=response.get("VersionId"), parts=len(parts)
+            size=self._size,
+            etag=response["ETag"],
+            version_id=response.get("VersionId"),
+            parts=len(parts),
+            checksum_crc64nvme=object_checksum,
         )
 
     def abort(self) -> None:
@@ -271,21 +308,40 @@ class _MultipartUpload:
             self._in_flight.discard(future)
             self._parts.append(future.result())
 
-    def _upload_part(self, number: int, body: bytearray) -> dict[str, Any]:
+    def _upload_part(self, number: int, body: bytearray) -> _SentPart:
         if self._stop.is_set():
             raise S3UploadError("UploadPart", RuntimeError("the upload was aborted"))
+        # Computed here, in the upload thread, so the generator's thread never waits for it.
+        part_crc = checksum.crc(body)
         arguments: dict[str, Any] = {
             "Bucket": self._target.bucket,
             "Key": self._target.key,
             "UploadId": self._upload_id,
             "PartNumber": number,
             "Body": body,
+            # An upload created with a checksum algorithm needs each part's checksum of that algorithm;
+            # given, botocore sends it as it is instead of computing its own.
+            "ChecksumAlgorithm": checksum.ALGORITHM,
+            "ChecksumCRC64NVME": checksum.encoded(part_crc),
         }
         try:
             response = self._s3.upload_part(**arguments)
         except (ClientError, BotoCoreError) as error:
             raise S3UploadError("UploadPart", error) from error
-        return {"PartNumber": number, "ETag": response["ETag"]}
+        return _SentPart(number=number, etag=response["ETag"], crc=part_crc, size=len(body))
+
+
+@dataclass(frozen=True)
+class _SentPart:
+    """A part S3 stored: what CompleteMultipartUpload lists, and what the object's checksum combines."""
+
+    number: int
+    etag: str
+    crc: int
+    size: int
+
+    def completed(self) -> dict[str, Any]:
+        return {"PartNumber": self.number, "ETag": self.etag, "ChecksumCRC64NVME": checksum.encoded(self.crc)}
 
 
 __all__ = [
