@@ -97,6 +97,12 @@ def _s3_failure(error: S3UploadError, destination: Destination) -> ExportError:
             f"{where}: the bucket {destination.bucket} does not exist. Check the bucket name, "
             f"or create the bucket again. {UNCHANGED}"
         )
+    if code == "BadDigest":
+        # S3 refused the file because the CRC64NVME checksum sent with it did not match the data it got.
+        return TransientExportError(
+            f"{where}: S3 refused the file because its CRC64NVME checksum did not match the data S3 "
+            f"received ({error.operation}, BadDigest): the data was damaged on the way. {UNCHANGED} {RETRIED}"
+        )
     return _aws_failure(
         cause,
         f"{where}: {error.operation} failed, {describe_aws_error(cause)}.",

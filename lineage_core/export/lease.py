@@ -75,6 +75,9 @@ class Completing:
     trimmed: int
     omitted: int
     upload_id: str | None  # None for a body sent with one PutObject
+    # The object's full-object CRC64NVME (base64) if the step goes through; None in a record written
+    # before checksums were kept.
+    checksum: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
@@ -215,7 +218,7 @@ class GuardedS3:
         etag = multipart_etag([part["ETag"] for part in parts])
         with self._lock:
             size = self._sent
-        self._guard.before_complete(arguments["UploadId"], etag, size)
+        self._guard.before_complete(arguments["UploadId"], etag, size, arguments.get("ChecksumCRC64NVME"))
         response = self._s3.complete_multipart_upload(**arguments)
         self._guard.record_closed(arguments["UploadId"], completed=True)
         return response
@@ -223,7 +226,7 @@ class GuardedS3:
     def put_object(self, **arguments: Any) -> Any:
         body = arguments["Body"]
         etag = None if arguments.get("SSEKMSKeyId") else _md5_etag(bytes(body))
-        self._guard.before_complete(None, etag, len(body))
+        self._guard.before_complete(None, etag, len(body), arguments.get("ChecksumCRC64NVME"))
         return self._s3.put_object(**arguments)
 
     def abort_multipart_upload(self, **arguments: Any) -> Any:
@@ -239,7 +242,9 @@ class UploadGuard(Protocol):
 
     def record_open(self, upload_id: str, bucket: str, key: str) -> None: ...
 
-    def before_complete(self, upload_id: str | None, etag: str | None, size: int) -> None: ...
+    def before_complete(
+        self, upload_id: str | None, etag: str | None, size: int, checksum: str | None
+    ) -> None: ...
 
     def record_closed(self, upload_id: str, *, completed: bool) -> None: ...
 

@@ -17,8 +17,12 @@
    on the run, so that if its outcome cannot be recorded the next attempt finds it out from S3
    (:mod:`lineage_core.export.recovery`). Once the new file is in place, every other upload of the
    connector still pending (a killed worker's, a failed abort's) is aborted
-   (:mod:`lineage_core.export.leftovers`).
-3. The run is closed ``succeeded`` (events, bytes, ETag, version, the 300 KB rule's counts) or
+   (:mod:`lineage_core.export.leftovers`). The object carries what a reader checks without reading
+   it (:mod:`lineage_core.export.object_metadata`): the snapshot time, the run and the product version
+   as user metadata, S3's full-object CRC64NVME checksum (verified by S3 on Complete), and the number
+   of events as a tag set right after.
+3. The run is closed ``succeeded`` (events, bytes, ETag, version, checksum, the 300 KB rule's counts,
+   why the event-count tag is missing if it is) or
    ``failed`` with the admin's sentence (:mod:`lineage_core.export.failures`), and the connector's
    next export time is refreshed.
 4. A failure is raised, never returned, so RQ records the job as failed: :class:`ExportError`, or
@@ -50,6 +54,7 @@ from lineage_core.export.lease import (
     confirm_before_complete,
 )
 from lineage_core.export.leftovers import abort_leftover_uploads, mark_upload, record_upload
+from lineage_core.export.object_metadata import export_metadata, tag_event_count
 from lineage_core.export.recovery import completed_object
 from lineage_core.export.runs import (
     ClaimedRun,
@@ -152,12 +157,13 @@ def run_export(
                     f"the export was recorded ({type(error).__name__}). The next attempt records it."
                 ) from error
         logger.info(
-            "export run %s succeeded: %d events, %d bytes, %d trimmed, %d omitted",
+            "export run %s succeeded: %d events, %d bytes, %d trimmed, %d omitted, CRC64NVME %s",
             run_id,
             result.events,
             result.bytes,
             result.trimmed,
             result.omitted,
+            result.checksum_crc64nvme,
         )
         return result
 
@@ -172,7 +178,10 @@ def _export(
 ) -> ExportResult:
     destination = run.destination
     target = S3Target(
-        bucket=destination.bucket, key=export_key(destination.prefix), kms_key_arn=destination.kms_key_arn
+        bucket=destination.bucket,
+        key=export_key(destination.prefix),
+        kms_key_arn=destination.kms_key_arn,
+        metadata=export_metadata(run.run_id, run.started_at),
     )
     writer = EventWriter(run.started_at)
     guard = _RunGuard(settings, run, keeper, writer)
@@ -190,16 +199,19 @@ def _export(
                 logger.info("export run %s: the earlier attempt's file is in place; recording it", run.run_id)
                 if run.completing.upload_id:
                     mark_upload(settings, run.completing.upload_id, UploadState.COMPLETED)
+                # The earlier attempt may have stopped before it tagged the file: tagging is idempotent.
+                tagging_error = tag_event_count(s3, target, run.completing.events)
                 abort_leftover_uploads(settings, s3, run.connector_id, run.completing.upload_id)
-                etag, version_id = found
                 return ExportResult(
                     run_id=run.run_id,
                     events=run.completing.events,
                     bytes=run.completing.bytes,
-                    etag=etag,
-                    version_id=version_id,
+                    etag=found.etag,
+                    version_id=found.version_id,
                     trimmed=run.completing.trimmed,
                     omitted=run.completing.omitted,
+                    checksum_crc64nvme=found.checksum_crc64nvme,
+                    tagging_error=tagging_error,
                 )
         uploaded = upload_stream(
             GuardedS3(s3, guard),
@@ -208,6 +220,7 @@ def _export(
             part_size=part_size,
             upload_threads=upload_threads,
         )
+    tagging_error = tag_event_count(s3, target, writer.stats.events)
     abort_leftover_uploads(settings, s3, run.connector_id, guard.upload_id)
     return ExportResult(
         run_id=run.run_id,
@@ -217,6 +230,8 @@ def _export(
         version_id=uploaded.version_id,
         trimmed=writer.stats.trimmed,
         omitted=writer.stats.omitted,
+        checksum_crc64nvme=uploaded.checksum_crc64nvme,
+        tagging_error=tagging_error,
     )
 
 
@@ -241,7 +256,9 @@ class _RunGuard(UploadGuard):
         )
         self.upload_id = upload_id
 
-    def before_complete(self, upload_id: str | None, etag: str | None, size: int) -> None:
+    def before_complete(
+        self, upload_id: str | None, etag: str | None, size: int, checksum: str | None
+    ) -> None:
         self.check()
         stats = self._writer.stats  # final: the body has been generated whole
         completing = Completing(
@@ -252,6 +269,7 @@ class _RunGuard(UploadGuard):
             trimmed=stats.trimmed,
             omitted=stats.omitted,
             upload_id=upload_id,
+            checksum=checksum,
         )
         confirm_before_complete(self._settings.database_url, self._run.run_id, completing)
         if upload_id is not None:

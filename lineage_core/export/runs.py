@@ -64,6 +64,10 @@ class ExportResult:
     version_id: str | None
     trimmed: int  # events written with less detail to stay under 300 KB
     omitted: int  # jobs left out because even their table-level event exceeds 300 KB
+    # The object's full-object CRC64NVME (base64), as S3 verified it; None only when an earlier
+    # attempt's file, recorded before checksums were kept, was recovered.
+    checksum_crc64nvme: str | None = None
+    tagging_error: str | None = None  # why the object has no event-count tag; None when it has
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +78,8 @@ class ExportResult:
             "version_id": self.version_id,
             "trimmed": self.trimmed,
             "omitted": self.omitted,
+            "checksum_crc64nvme": self.checksum_crc64nvme,
+            "tagging_error": self.tagging_error,
         }
 
 
@@ -248,6 +254,8 @@ def close_succeeded(session: Session, connector_id: int, result: ExportResult, o
                         version_id=result.version_id,
                         trimmed=result.trimmed,
                         omitted=result.omitted,
+                        checksum_crc64nvme=result.checksum_crc64nvme,
+                        tagging_error=result.tagging_error,
                         error=None,
                         **_RELEASED,
                     )
