@@ -4,25 +4,31 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from alembic import command
 from flask.testing import FlaskClient
-from sqlalchemy import select
+from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
 from lineage_core.accounts.api_keys import (
     ApiKeyError,
     AuthenticationError,
     AuthFailure,
+    Scope,
+    ScopeError,
     authenticate,
     create_api_key,
     hash_key,
     list_api_keys,
     parse_bearer,
     record_use,
+    require_scope,
     revoke_api_key,
 )
-from lineage_core.infra.models import ApiKey, Organization, User
+from lineage_core.infra import migrate
+from lineage_core.infra.models import ApiKey, AuditEvent, Organization, User
 from tests.factories import make_org
 from tests.web import login, post_form
 
@@ -187,3 +193,108 @@ def test_the_pages_need_a_signed_in_org_admin(client: FlaskClient, operator: Use
 def test_the_nav_links_to_api_keys_for_admins(admin_client: FlaskClient) -> None:
     page = admin_client.get("/api-keys/").get_data(as_text=True)
     assert '<a href="/api-keys/">API keys</a>' in page
+
+
+# -- scopes --------------------------------------------------------------------------------------------------
+
+
+def test_a_key_has_lineage_write_by_default_and_authenticate_returns_its_scopes(
+    db: Session, org: Organization
+) -> None:
+    plain = create_api_key(db, org.id, "airflow")
+    scoped = create_api_key(db, org.id, "terraform", [Scope.CONNECTIONS_WRITE, "connections:read"])
+    db.commit()
+    assert plain.scopes == authenticate(db, plain.secret).scopes == {Scope.LINEAGE_WRITE}
+    caller = authenticate(db, scoped.secret)
+    assert caller.scopes == {Scope.CONNECTIONS_READ, Scope.CONNECTIONS_WRITE}
+    assert caller.prefix == scoped.prefix
+    assert (
+        db.scalar(select(ApiKey.scopes).where(ApiKey.id == scoped.id)) == "connections:read connections:write"
+    )
+
+
+def test_require_scope_refuses_what_the_key_was_not_given(db: Session, org: Organization) -> None:
+    writer = authenticate(db, create_api_key(db, org.id, "tf", [Scope.CONNECTIONS_WRITE]).secret)
+    require_scope(writer, Scope.CONNECTIONS_WRITE)
+    require_scope(writer, Scope.CONNECTIONS_READ)  # write implies read
+    with pytest.raises(ScopeError) as refused:
+        require_scope(writer, Scope.LINEAGE_WRITE)
+    assert refused.value.scope is Scope.LINEAGE_WRITE
+    assert str(refused.value) == (
+        "This API key may not lineage:write; an org admin can create a key with that scope."
+    )
+    reader = authenticate(db, create_api_key(db, org.id, "ro", [Scope.CONNECTIONS_READ]).secret)
+    with pytest.raises(ScopeError, match="may not connections:write"):
+        require_scope(reader, Scope.CONNECTIONS_WRITE)
+
+
+@pytest.mark.parametrize("scopes", [[], ["admin"], ["lineage:write", "connections:*"]])
+def test_unknown_or_no_scopes_are_refused(db: Session, org: Organization, scopes: list[str]) -> None:
+    with pytest.raises(ApiKeyError) as refused:
+        create_api_key(db, org.id, "k", scopes)
+    assert refused.value.field == "scopes"
+    db.rollback()
+    assert db.scalars(select(ApiKey)).all() == []
+
+
+def test_an_admin_chooses_the_scopes_on_the_page(admin_client: FlaskClient, db: Session) -> None:
+    page = admin_client.get("/api-keys/").get_data(as_text=True)
+    assert '<input checked id="scopes-0" name="scopes" type="checkbox" value="lineage:write">' in page
+    assert 'value="connections:write"' in page
+    response = post_form(
+        admin_client, "/api-keys/", None, {"name": "terraform", "scopes": ["connections:write"]}
+    )
+    assert response.status_code == 201
+    created = response.get_data(as_text=True)
+    assert 'id="new-api-key-scopes">connections:write<' in created
+    assert "http://localhost/api/v1/connections" in created
+    assert "curl -X POST http://localhost/api/v1/lineage" not in created  # it cannot ingest
+    secret = re.search(r'id="new-api-key">([^<]+)<', created)
+    assert secret and authenticate(db, secret.group(1)).scopes == {Scope.CONNECTIONS_WRITE}
+    listing = admin_client.get("/api-keys/").get_data(as_text=True)
+    assert '<td class="mono key-scopes">connections:write</td>' in listing
+    entry = db.scalars(select(AuditEvent).where(AuditEvent.action == "api_key.created")).one()
+    assert '"scopes":["connections:write"]' in (entry.details or "")
+
+
+def test_clearing_every_scope_on_the_page_is_refused(admin_client: FlaskClient, db: Session) -> None:
+    response = post_form(admin_client, "/api-keys/", None, {"name": "none", "scopes_offered": "1"})
+    assert response.status_code == 422
+    assert "Choose at least one scope" in response.get_data(as_text=True)
+    response = post_form(admin_client, "/api-keys/", None, {"name": "x", "scopes": ["root"]})
+    assert response.status_code == 422
+    assert db.scalars(select(ApiKey)).all() == []
+
+
+def test_existing_keys_migrate_to_lineage_write_and_back(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/keys.db"
+    migrate.upgrade(url, "0007")
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(
+            text("INSERT INTO organizations (id, slug, name, created_at) VALUES (1, 'a', 'A', :at)"),
+            {"at": "2026-01-01"},
+        )
+        for key_id in (1, 2):
+            connection.execute(
+                text(
+                    "INSERT INTO api_keys (id, organization_id, name, prefix, key_hash, created_at) "
+                    "VALUES (:id, 1, 'old', :prefix, :hash, '2026-01-01')"
+                ),
+                {"id": key_id, "prefix": f"olk_0000000{key_id}", "hash": f"h{key_id}"},
+            )
+    migrate.upgrade(url, "0008")
+    with engine.begin() as connection:
+        assert connection.execute(text("SELECT scopes FROM api_keys ORDER BY id")).scalars().all() == [
+            "lineage:write",
+            "lineage:write",
+        ]
+        connection.execute(text("UPDATE api_keys SET scopes = 'connections:read' WHERE id = 2"))
+    # Down again, a key that could not ingest must not become an ingest key: it is revoked.
+    command.downgrade(migrate.alembic_config(url), "0007")
+    with engine.begin() as connection:
+        revoked = connection.execute(
+            text("SELECT id, revoked_at IS NOT NULL FROM api_keys ORDER BY id")
+        ).all()
+    assert [tuple(row) for row in revoked] == [(1, False), (2, True)]
+    engine.dispose()

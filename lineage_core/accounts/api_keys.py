@@ -41,7 +41,11 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 class ApiKeyError(ValueError):
-    """A key cannot be created as asked; the message says why."""
+    """A key cannot be created as asked; the message says why and ``field`` which input is at fault."""
+
+    def __init__(self, message: str, field: str = "name") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class Scope(enum.StrEnum):
@@ -125,9 +129,11 @@ def _as_scopes(names: Iterable[str]) -> frozenset[Scope]:
     names = list(names)
     unknown = sorted(set(names) - known)
     if unknown:
-        raise ApiKeyError(f"Unknown scope {unknown[0]!r}; a key's scopes are {', '.join(sorted(known))}.")
+        raise ApiKeyError(
+            f"Unknown scope {unknown[0]!r}; a key's scopes are {', '.join(sorted(known))}.", "scopes"
+        )
     if not names:
-        raise ApiKeyError(f"Give the key at least one scope: {', '.join(sorted(known))}.")
+        raise ApiKeyError(f"Give the key at least one scope: {', '.join(sorted(known))}.", "scopes")
     return frozenset(Scope(name) for name in names)
 
 

@@ -1,4 +1,4 @@
-"""API keys page: org admins create keys for the ingest API (shown once), list them, revoke them."""
+"""API keys page: org admins create keys (shown once) with the scopes they choose, list them, revoke them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ from flask import Blueprint, abort, flash, redirect, render_template, url_for
 from flask_login import current_user
 from werkzeug.wrappers.response import Response
 
-from lineage_core.accounts.api_keys import ApiKeyError, create_api_key, list_api_keys, revoke_api_key
+from lineage_core.accounts.api_keys import (
+    ApiKeyError,
+    Scope,
+    create_api_key,
+    list_api_keys,
+    parse_scopes,
+    revoke_api_key,
+)
 from lineage_core.ops.audit import Action
 from portal.api_keys.forms import CreateApiKeyForm, RevokeApiKeyForm
 from portal.audit import audit
@@ -29,6 +36,8 @@ def _index_page(form: CreateApiKeyForm, status: int = 200) -> tuple[str, int]:
             form=form,
             revoke_form=RevokeApiKeyForm(),
             ingest_url=url_for("api.ingest_lineage", _external=True),
+            connections_url=url_for("connections_api.list_connections", _external=True),
+            scopes_of=parse_scopes,
         ),
         status,
     )
@@ -48,15 +57,15 @@ def create() -> tuple[str, int] | Response:
         return _index_page(form, 422)
     db = get_db()
     try:
-        new_key = create_api_key(db, _org_id(), form.name.data or "")
+        new_key = create_api_key(db, _org_id(), form.name.data or "", form.chosen_scopes())
     except ApiKeyError as error:
-        form.name.errors = [str(error)]
+        form[error.field].errors = [str(error)]
         return _index_page(form, 422)
     audit(
         Action.API_KEY_CREATED,
         target_type="api_key",
         target_id=new_key.id,
-        details={"name": new_key.name, "key_prefix": new_key.prefix},
+        details={"name": new_key.name, "key_prefix": new_key.prefix, "scopes": sorted(new_key.scopes)},
     )
     db.commit()
     # The secret is rendered in this response only, never redirected through the session (Flask's
@@ -65,6 +74,9 @@ def create() -> tuple[str, int] | Response:
         "api_keys/created.html",
         new_key=new_key,
         ingest_url=url_for("api.ingest_lineage", _external=True),
+        connections_url=url_for("connections_api.list_connections", _external=True),
+        docs_url=url_for("api_docs.openapi_json", _external=True),
+        Scope=Scope,
     )
     response = Response(page, status=201, mimetype="text/html")  # not Response's text/plain
     response.headers["Cache-Control"] = "no-store"

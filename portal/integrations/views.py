@@ -7,41 +7,31 @@ import json
 from flask import Response, abort, current_app, flash, redirect, render_template, session, url_for
 from werkzeug.wrappers.response import Response as BaseResponse
 
-from lineage_core.export.queue import request_export
+from lineage_core.export.reader_guide import reader_guide
 from lineage_core.infra.models import Connector, ConnectorStatus
-from lineage_core.ops.audit import Action, changes
-from lineage_core.schedule.rules import refresh_next_export
+from lineage_core.ops.audit import Action
 from lineage_core.setup import cloudformation, connectors, quick_create
 from lineage_core.setup.connectors import ConnectorSettings
 from lineage_core.setup.destination import export_key, partition_for_region, s3_url
 from lineage_core.setup.reader_policy import reader_policy
 from lineage_core.setup.role_spec import RoleSpec
-from lineage_core.setup.write_check import WriteCheckError, run_write_check
-from portal.audit import audit
+from lineage_core.setup.write_check import WriteCheckError
+from portal.audit import audit, current_actor
 from portal.database import get_db, settings
-from portal.integrations import bp, configured_connector, connector_or_404, local_aws, org_id, terraform_views
+from portal.integrations import (
+    bp,
+    configured_connector,
+    connector_or_404,
+    lifecycle,
+    local_aws,
+    org_id,
+    terraform_views,
+)
 from portal.integrations.card import CardView, card_view
-from portal.integrations.forms import ConfirmForm, ConnectionForm, destination_taken_message
+from portal.integrations.forms import ConfirmForm, ConnectionForm
 from portal.security import org_admin_required
 
 SAVE_FAILED_KEY = "save_failed"  # the session marks the connection whose Save just failed
-
-
-# The settings whose changes the audit trail shows (the External ID is never among them).
-_AUDITED_SETTINGS = (
-    "bucket",
-    "prefix",
-    "account_id",
-    "role_name",
-    "role_path",
-    "interval_days",
-    "kms_key_arn",
-    "permissions_boundary_arn",
-)
-
-
-def _audited_settings(connector: Connector) -> dict[str, object]:
-    return {name: getattr(connector, name) for name in _AUDITED_SETTINGS}
 
 
 @bp.get("/")
@@ -79,8 +69,7 @@ def start() -> str | BaseResponse:
     form = ConfirmForm()
     if form.validate_on_submit():
         db = get_db()
-        connector = connectors.create_draft(db, org_id())
-        audit(Action.CONNECTION_CREATED, target_type="connector", target_id=connector.id)
+        connector = lifecycle.start_draft(db, org_id(), current_actor())
         db.commit()
         return redirect(url_for(".setup", connector_id=connector.id))
     return render_template("integrations/start.html", form=form)
@@ -103,17 +92,10 @@ def setup(connector_id: int) -> tuple[str, int] | BaseResponse:
             kms_key_arn=form.kms_key_arn.data,
             permissions_boundary_arn=form.permissions_boundary_arn.data,
         )
-        was_active = connector.status is not ConnectorStatus.DRAFT
-        before = _audited_settings(connector)
-        role_changed = connectors.apply_settings(connector, values)
-        refresh_next_export(get_db(), connector)  # a new interval moves the next export
-        audit(
-            Action.CONNECTION_EDITED,
-            target_type="connector",
-            target_id=connector.id,
-            details={**changes(before, _audited_settings(connector)), "role_changed": role_changed},
-        )
+        # The form checked the destination already (destination_in_use), so this raises nothing.
+        change = lifecycle.change_settings(get_db(), connector, values, current_actor())
         get_db().commit()
+        was_active, role_changed = change.was_active, change.role_changed
         if was_active and not role_changed:
             flash("Saved. The new export interval applies from the next export.", "success")
             return redirect(url_for(".accounts"))
@@ -140,8 +122,7 @@ def _editing(connector: Connector) -> bool:
 
 
 def _destination_in_use(connector: Connector, bucket: str, prefix: str) -> str | None:
-    other = connectors.same_destination(get_db(), connector, bucket, prefix)
-    return s3_url(bucket, prefix) if other is not None else None
+    return lifecycle.taken_location(get_db(), connector, bucket, prefix)
 
 
 @bp.get("/openlineage/<int:connector_id>/deploy")
@@ -193,52 +174,16 @@ def save(connector_id: int) -> str | BaseResponse | tuple[str, int]:
     connector = configured_connector(connector_id)
     if not ConfirmForm().validate_on_submit():
         abort(400)
-    db = get_db()
-    exported_before = connectors.last_run(db, connector.id) is not None
     try:
-        _refuse_shared_destination(connector)
-        partition = partition_for_region(settings().aws_region)
-        result = run_write_check(settings(), connectors.destination_of(connector, partition))
-    except WriteCheckError as error:
+        result = lifecycle.save(get_db(), settings(), connector, current_actor())
+    except WriteCheckError:
         # The draft and its External ID stay as they are: the admin fixes a field and saves again.
-        connector.last_check_error = str(error)
-        audit(
-            Action.CONNECTION_SAVE_FAILED,
-            target_type="connector",
-            target_id=connector.id,
-            details={"error": str(error)[:500]},
-        )
-        db.commit()
         current_app.logger.info("write check failed for connector %s", connector.id)
         # Post/Redirect/Get: the address stays the connection's page, and a reload does not post again.
         session[SAVE_FAILED_KEY] = connector.id
         return redirect(url_for(".deploy", connector_id=connector.id, _anchor="connect"))
-    newly_active = connectors.activate(connector, result)
-    audit(
-        Action.CONNECTION_SAVED,
-        target_type="connector",
-        target_id=connector.id,
-        details={"role_arn": connector.role_arn, "bucket_region": connector.bucket_region},
-    )
-    db.commit()
-    if newly_active and exported_before:
-        # An edit that changed the role, saved again: not a first export.
-        request_export(db, settings(), connector, "edit")
-        flash(
-            "The write check passed. Exports resume: an export is queued and starts in a moment.", "success"
-        )
-    elif newly_active:
-        request_export(db, settings(), connector, "first")
-        flash("Connected. The first export is queued and starts in a moment.", "success")
-    else:
-        flash("The write check passed again.", "success")
+    flash(result.message, "success")
     return redirect(url_for(".accounts"))
-
-
-def _refuse_shared_destination(connector: Connector) -> None:
-    # Checked at Next already; again here, as another organization's draft may have been saved since.
-    if connectors.same_destination(get_db(), connector, connector.bucket or "", connector.prefix) is not None:
-        raise WriteCheckError(destination_taken_message(s3_url(connector.bucket or "", connector.prefix)))
 
 
 @bp.post("/openlineage/<int:connector_id>/delete")
@@ -247,20 +192,8 @@ def delete(connector_id: int) -> BaseResponse:
     connector = connector_or_404(connector_id)
     if not ConfirmForm().validate_on_submit():
         abort(400)
-    db = get_db()
-    audit(
-        Action.CONNECTION_DELETED,
-        target_type="connector",
-        target_id=connector.id,
-        details={"bucket": connector.bucket, "prefix": connector.prefix},
-    )
-    db.delete(connector)
-    db.commit()
-    flash(
-        "The connection was deleted. Foundational no longer exports to this bucket; "
-        "the last export file and the AWS role stay until you remove them.",
-        "success",
-    )
+    lifecycle.delete(get_db(), connector, current_actor())
+    flash(lifecycle.DELETED_MESSAGE, "success")
     return redirect(url_for(".accounts"))
 
 
@@ -296,18 +229,11 @@ def _post_or_400() -> None:
 def export_now(connector_id: int) -> BaseResponse:
     connector = connector_or_404(connector_id)
     _post_or_400()
-    if connector.status is not ConnectorStatus.ACTIVE:
-        flash("Only an active connection can export. Finish setup or resume it first.", "error")
-    elif (run := request_export(get_db(), settings(), connector, "manual")) is None:
-        flash("An export of this connection is already queued or running.", "warning")
+    try:
+        lifecycle.export_now(get_db(), settings(), connector, current_actor())
+    except lifecycle.ExportNowError as refused:
+        flash(str(refused), "error" if refused.reason is lifecycle.ExportRefused.NOT_ACTIVE else "warning")
     else:
-        audit(
-            Action.CONNECTION_EXPORT_REQUESTED,
-            target_type="connector",
-            target_id=connector.id,
-            details={"run": run.id},
-        )
-        get_db().commit()
         flash("Export started.", "success")
     return redirect(url_for(".accounts"))
 
@@ -327,10 +253,7 @@ def resume(connector_id: int) -> BaseResponse:
 def _set_paused(connector_id: int, paused: bool, message: str) -> BaseResponse:
     connector = connector_or_404(connector_id)
     _post_or_400()
-    if connectors.set_paused(get_db(), connector, paused):
-        action = Action.CONNECTION_PAUSED if paused else Action.CONNECTION_RESUMED
-        audit(action, target_type="connector", target_id=connector.id)
-        get_db().commit()
+    if lifecycle.set_paused(get_db(), connector, paused, current_actor()):
         flash(message, "success")
     return redirect(url_for(".accounts"))
 
@@ -351,9 +274,13 @@ def read_export(connector_id: int) -> str | BaseResponse:
     connector = configured_connector(connector_id)
     partition = partition_for_region(connector.bucket_region or settings().aws_region)
     policy = reader_policy(connector.bucket or "", connector.prefix, partition)
+    guide = reader_guide(connector.bucket or "", connector.prefix)
     return render_template(
         "integrations/read.html",
         connector=connector,
         policy_json=json.dumps(policy, indent=2),
         export_url=s3_url(connector.bucket or "", connector.prefix, "openlineage-events.jsonl"),
+        guide=guide,
+        notification_json=json.dumps(guide.notification_configuration, indent=2),
+        eventbridge_json=json.dumps(guide.eventbridge_pattern, indent=2),
     )
