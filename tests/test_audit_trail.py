@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import AuditEvent, ConnectorStatus, Organization, Role, User
 from lineage_core.ops.audit import Action, Actor, record
+from lineage_core.setup import rotations
 from portal import create_app
 from tests.factories import make_connector, make_key, make_org, make_user
 from tests.web import FORM, PASSWORD, csrf_token_from, login, post_form
@@ -103,6 +104,17 @@ def _deploy_local(app: Flask, client: FlaskClient, db: Session, org: Organizatio
     return Action.CONNECTION_DEPLOYED_LOCALLY
 
 
+def _cancel_rotation(app: Flask, client: FlaskClient, db: Session, org: Organization) -> str:
+    login(client, "admin@acme.test")
+    connector = make_connector(db, org)
+    rotations.start_rotation(db, connector)
+    db.commit()
+    url = f"/integrations/openlineage/{connector.id}/cancel-rotation"
+    response = _post(client, url, page="/integrations/openlineage")
+    assert response.status_code == 302
+    return Action.ROTATION_CANCELLED
+
+
 def _create_key(app: Flask, client: FlaskClient, db: Session, org: Organization) -> str:
     login(client, "admin@acme.test")
     assert _post(client, "/api-keys/", name="airflow-prod").status_code == 201
@@ -152,6 +164,8 @@ SCENARIOS: dict[str, Scenario] = {
     "integrations.export_now": _connector_action("export-now", Action.CONNECTION_EXPORT_REQUESTED),
     "integrations.pause": _connector_action("pause", Action.CONNECTION_PAUSED),
     "integrations.resume": _connector_action("resume", Action.CONNECTION_RESUMED, ConnectorStatus.PAUSED),
+    "integrations.rotate_external_id": _connector_action("rotate-external-id", Action.ROTATION_STARTED),
+    "integrations.cancel_rotation": _cancel_rotation,
     "api_keys.create": _create_key,
     "api_keys.revoke": _revoke_key,
 }

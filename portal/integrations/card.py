@@ -11,6 +11,9 @@ The one status tells the truth about the connection, in this order:
 * **Failing since …**: the last export failed (since the first failure after the last success).
 * **Healthy**: the last export succeeded.
 * **No export yet**: saved, nothing exported yet and nothing queued.
+
+Below the status, :class:`RotationCard` says which External ID is in use and, during a rotation, what
+the admin does next (update the stack, Save, update it again) and whether the old ID still works.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RunStatus
+from lineage_core.infra.models import Connector, ConnectorStatus, ExportRun, RotationState, RunStatus
+from lineage_core.setup import rotations
 from lineage_core.setup.connectors import CardStatus
 
 TIME = "%Y-%m-%d %H:%M UTC"
@@ -41,6 +45,14 @@ def size_rule_note(run: ExportRun) -> str:
     return "; ".join(parts)
 
 
+def checksum_note(run: ExportRun | None) -> str:
+    """The succeeded export's checksum as a reader compares it, and why its tag is missing if it is."""
+    if run is None or run.status is not RunStatus.SUCCEEDED or not run.checksum_crc64nvme:
+        return ""
+    note = f"Checksum (CRC64NVME): {run.checksum_crc64nvme}"
+    return f"{note}. {run.tagging_error}" if run.tagging_error else note
+
+
 @dataclass(frozen=True)
 class CardView:
     state: str  # setup | paused | exporting | queued | failing | healthy | waiting
@@ -51,6 +63,7 @@ class CardView:
     last_at: str  # its time, or ""
     last_error: str
     size_note: str
+    checksum_note: str  # the last export's full-object checksum (and a missing event-count tag), or ""
     now: str  # "Export running since …", "Export queued", or ""
     next_export: str
     can_export_now: bool
@@ -101,8 +114,48 @@ def card_view(connector: Connector, card: CardStatus) -> CardView:
         last_at=at,
         last_error=(run.error or "") if run is not None else "",
         size_note=f"{size_rule_note(run)}." if run is not None and size_rule_note(run) else "",
+        checksum_note=checksum_note(run),
         now=now,
         next_export=when(connector.next_export_at) if active and flight is None else "",
         can_export_now=active and flight is None,
         in_flight=flight is not None,
+    )
+
+
+@dataclass(frozen=True)
+class RotationCard:
+    """What the card says about the External ID and its rotation (lineage_core.setup.rotations)."""
+
+    state: str  # none | pending | verified | complete
+    message: str
+    external_id: str  # the one exports use now
+    new_external_id: str  # pending only, else ""
+    old_external_id: str  # verified and complete, else ""
+    old_check: str  # "Yes, checked at …", "No, checked at …", "Not checked yet", or "" without an old ID
+    downloads: bool  # the stack must be updated: the card offers the downloads
+    can_start: bool
+    can_cancel: bool
+    can_save: bool
+
+
+def rotation_card(connector: Connector) -> RotationCard:
+    view = rotations.rotation_view(connector)
+    state = RotationState(view["state"])
+    old_check = ""
+    if view["oldExternalId"]:
+        at = when(connector.old_external_id_checked_at)
+        works = view["oldIdStillWorks"]
+        old_check = "Not checked yet" if works is None else f"{'Yes' if works else 'No'}, checked at {at}"
+    saved = connector.status is not ConnectorStatus.DRAFT
+    return RotationCard(
+        state=state.value,
+        message=view["message"],
+        external_id=view["externalId"],
+        new_external_id=view["newExternalId"] or "",
+        old_external_id=view["oldExternalId"] or "",
+        old_check=old_check,
+        downloads=state in (RotationState.PENDING, RotationState.VERIFIED),
+        can_start=saved and state in (RotationState.NONE, RotationState.COMPLETE),
+        can_cancel=state is RotationState.PENDING,
+        can_save=state is RotationState.PENDING and connector.settings_complete,
     )
