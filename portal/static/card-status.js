@@ -37,7 +37,7 @@
       }
       last.className = data.last_status ? "run-" + data.last_status : "";
     }
-    ["last_error", "size_note", "now", "next_export"].forEach(function (name) {
+    ["last_error", "size_note", "checksum_note", "now", "next_export"].forEach(function (name) {
       setText(card, name, data[name]);
     });
     card.querySelectorAll("[data-row]").forEach(function (row) {
