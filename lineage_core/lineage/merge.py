@@ -80,13 +80,13 @@ def apply_event(session: Session, organization_id: int, event: Event) -> ApplyRe
         # Measured: throughput halved every few thousand events without this. SET LOCAL ends with the
         # transaction.
         session.execute(sql.CUSTOM_PLANS)
-    wanted_facets = _dataset_facets(event)
+    wanted_facets = dataset_facets_of(event)
     job = _lock_job(session, dialect, organization_id, event, now) if event.job is not None else None
     lineage = _lineage_outcome(job, event)
     # Only the datasets this event will write about: a stale or repeated event creates no rows.
     keys = set(wanted_facets)
     if lineage is LineageOutcome.REPLACED:
-        keys.update(_lineage_datasets(event))
+        keys.update(lineage_datasets(event))
     datasets = ensure_datasets(session, dialect, organization_id, sorted(keys), now)
 
     job_facets: tuple[str, ...] = ()
@@ -111,7 +111,7 @@ def apply_event(session: Session, organization_id: int, event: Event) -> ApplyRe
 # -- rows ------------------------------------------------------------------------------------------------
 
 
-def _insert_rows(session: Session, dialect: str, table: Any, rows: list[dict[str, Any]]) -> None:
+def insert_rows(session: Session, dialect: str, table: Any, rows: list[dict[str, Any]]) -> None:
     """INSERT many rows of one shape with one statement (see :func:`statements.bulk_insert`)."""
     if dialect != "postgresql":
         # SQLite runs in-process: executemany costs no round trip per row.
@@ -134,7 +134,7 @@ def _lock_job(session: Session, dialect: str, organization_id: int, event: Event
     return row
 
 
-def _lineage_datasets(event: Event) -> set[DatasetKey]:
+def lineage_datasets(event: Event) -> set[DatasetKey]:
     """Datasets the event's lineage refers to: inputs, outputs, and the inputs of its column lineage."""
     keys: set[DatasetKey] = {dataset.key for dataset in (*event.inputs, *event.outputs)}
     for output in event.outputs:
@@ -218,12 +218,12 @@ def _replace_lineage(
     if job.lineage_version is not None:  # a job that never had lineage has no rows to delete
         session.execute(sql.DELETE_JOB_DATASETS, {"job_id": job_id})
         session.execute(sql.DELETE_COLUMN_LINEAGE, {"job_id": job_id})
-    links = _job_dataset_rows(job_id, event, dataset_ids)
+    links = job_dataset_rows(job_id, event, dataset_ids)
     if links:
-        _insert_rows(session, dialect, sql.JOB_DATASETS, links)
-    lineage_rows = _column_lineage_rows(job_id, event, dataset_ids)
+        insert_rows(session, dialect, sql.JOB_DATASETS, links)
+    lineage_rows = column_lineage_rows(job_id, event, dataset_ids)
     if lineage_rows:
-        _insert_rows(session, dialect, sql.COLUMN_LINEAGE, lineage_rows)
+        insert_rows(session, dialect, sql.COLUMN_LINEAGE, lineage_rows)
 
 
 def _unique(datasets: Iterable[Dataset]) -> list[Dataset]:
@@ -237,7 +237,7 @@ def _unique(datasets: Iterable[Dataset]) -> list[Dataset]:
     return result
 
 
-def _job_dataset_rows(job_id: int, event: Event, ids: dict[DatasetKey, int]) -> list[dict[str, Any]]:
+def job_dataset_rows(job_id: int, event: Event, ids: dict[DatasetKey, int]) -> list[dict[str, Any]]:
     rows = []
     for direction, datasets in (("input", event.inputs), ("output", event.outputs)):
         for position, dataset in enumerate(_unique(datasets)):
@@ -252,7 +252,7 @@ def _job_dataset_rows(job_id: int, event: Event, ids: dict[DatasetKey, int]) -> 
     return rows
 
 
-def _column_lineage_rows(job_id: int, event: Event, ids: dict[DatasetKey, int]) -> list[dict[str, Any]]:
+def column_lineage_rows(job_id: int, event: Event, ids: dict[DatasetKey, int]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     # An output listed twice keeps the first listing that has a columnLineage facet.
     lineage_by_output: dict[DatasetKey, Any] = {}
@@ -307,12 +307,12 @@ def _job_facet_values(job: Row[Any], event: Event, job_values: dict[str, Any]) -
             continue
         job_values[version_column] = version
         if not versions.same_content(version, held):
-            job_values.update(_job_facet_columns(facet, content))
+            job_values.update(job_facet_columns(facet, content))
             changed.append(facet)
     return tuple(changed)
 
 
-def _job_facet_columns(facet: str, content: str | Sql | JobType | Deleted) -> dict[str, Any]:
+def job_facet_columns(facet: str, content: str | Sql | JobType | Deleted) -> dict[str, Any]:
     if facet == "documentation":
         return {"description": None if content is DELETED else content}
     if facet == "sql":
@@ -327,18 +327,18 @@ def _job_facet_columns(facet: str, content: str | Sql | JobType | Deleted) -> di
 
 
 @dataclass(slots=True)
-class _DatasetFacets:
+class DatasetFacets:
     schema: tuple[Field, ...] | Deleted | None = None
     documentation: str | Deleted | None = None
 
 
-def _dataset_facets(event: Event) -> dict[DatasetKey, _DatasetFacets]:
+def dataset_facets_of(event: Event) -> dict[DatasetKey, DatasetFacets]:
     """Per dataset, the facets to apply; a later listing of the same dataset overrides an earlier one."""
-    result: dict[DatasetKey, _DatasetFacets] = {}
+    result: dict[DatasetKey, DatasetFacets] = {}
     for dataset in event.datasets():
         if dataset.schema is None and dataset.documentation is None:
             continue
-        facets = result.setdefault(dataset.key, _DatasetFacets())
+        facets = result.setdefault(dataset.key, DatasetFacets())
         if dataset.schema is not None:
             facets.schema = dataset.schema
         if dataset.documentation is not None:
@@ -350,7 +350,7 @@ def _apply_dataset_facets(
     session: Session,
     dialect: str,
     event: Event,
-    wanted: dict[DatasetKey, _DatasetFacets],
+    wanted: dict[DatasetKey, DatasetFacets],
     datasets: dict[DatasetKey, Row[Any]],
     now: datetime,
 ) -> int:
@@ -381,7 +381,7 @@ def _apply_dataset_facets(
                 if not versions.same_content(version, held.schema_version):
                     if held.schema_version is not None:  # fields exist only once a schema was applied
                         replaced_schemas.append(held.id)
-                    new_fields.extend(_field_rows(held.id, () if facets.schema is DELETED else facets.schema))
+                    new_fields.extend(field_rows(held.id, () if facets.schema is DELETED else facets.schema))
                     changed += 1
         if facets.documentation is not None:
             version = event.facet_version(facets.documentation)
@@ -398,14 +398,14 @@ def _apply_dataset_facets(
     if replaced_schemas:
         session.execute(sql.DELETE_FIELDS, {"ids": replaced_schemas})
     if new_fields:
-        _insert_rows(session, dialect, sql.FIELDS, new_fields)
+        insert_rows(session, dialect, sql.FIELDS, new_fields)
     # One executemany per set of changed columns: psycopg pipelines it in a single round trip.
     for rows in updates.values():
         session.execute(sql.DATASET_UPDATE, rows)
     return changed_total
 
 
-def _supersedes_any(event: Event, facets: _DatasetFacets, held: Row[Any]) -> bool:
+def _supersedes_any(event: Event, facets: DatasetFacets, held: Row[Any]) -> bool:
     return (
         facets.schema is not None
         and versions.supersedes(event.facet_version(facets.schema), held.schema_version)
@@ -415,7 +415,7 @@ def _supersedes_any(event: Event, facets: _DatasetFacets, held: Row[Any]) -> boo
     )
 
 
-def _field_rows(dataset_id: int, fields: Sequence[Field]) -> list[dict[str, Any]]:
+def field_rows(dataset_id: int, fields: Sequence[Field]) -> list[dict[str, Any]]:
     return [
         {
             "dataset_id": dataset_id,

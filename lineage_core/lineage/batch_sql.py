@@ -1,0 +1,130 @@
+"""PostgreSQL statements of the set-based batch merge (:mod:`lineage_core.lineage.batch_merge`).
+
+Each statement has one fixed text whatever the batch's size: its rows arrive as one array per column
+(``unnest``), so psycopg prepares it once per connection and PostgreSQL runs it as one set operation.
+Rows are created and locked in the order of the arrays (``WITH ORDINALITY ... ORDER BY``), which the
+merge sorts by key: two batches that share jobs or datasets take their row locks in the same order and
+cannot wait for each other in a cycle.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import TextClause, text
+
+# The state the merge compares versions with; the same columns in every job and dataset statement.
+_JOB_STATE = (
+    "j.id, j.namespace, j.name, j.lineage_version, j.documentation_version, j.sql_version, j.job_type_version"
+)
+_DATASET_STATE = "d.id, d.namespace, d.name, d.schema_version, d.documentation_version"
+_KEYS = "unnest(CAST(:ns AS text[]), CAST(:name AS text[])) WITH ORDINALITY AS k(ns, name, ord)"
+
+# FOR NO KEY UPDATE: see statements.JOB_FOR_UPDATE (foreign-key checks take KEY SHARE locks, which
+# this lock does not conflict with).
+LOCK_JOBS: TextClause = text(
+    f"SELECT {_JOB_STATE} FROM {_KEYS} "  # noqa: S608 - constant text, values are bound parameters
+    "JOIN lineage_jobs AS j ON j.organization_id = :org AND j.namespace = k.ns AND j.name = k.name "
+    "ORDER BY k.ord FOR NO KEY UPDATE OF j"
+)
+# The rows an INSERT creates are locked by it until the transaction ends; a row another transaction
+# created meanwhile is skipped here and locked with LOCK_JOBS. Ids are drawn in the order the batch
+# first names each job (:arrival), as one event per transaction did, so the export (in id order) lists
+# jobs in the order they arrived; PostgreSQL evaluates nextval() after the subquery's sort. The rows are
+# then inserted in key order (:ns, :name as sorted; ord), the order every writer takes.
+INSERT_JOBS: TextClause = text(
+    "INSERT INTO lineage_jobs AS j (id, organization_id, namespace, name, created_at, updated_at) "  # noqa: S608
+    "SELECT a.id, :org, a.ns, a.name, :now, :now FROM ("
+    "SELECT k.ns, k.name, k.ord, nextval(pg_get_serial_sequence('lineage_jobs', 'id')) AS id "
+    "FROM unnest(CAST(:ns AS text[]), CAST(:name AS text[]), CAST(:arrival AS integer[])) "
+    "WITH ORDINALITY AS k(ns, name, arrival, ord) ORDER BY k.arrival) AS a ORDER BY a.ord "
+    f"ON CONFLICT (organization_id, namespace, name) DO NOTHING RETURNING {_JOB_STATE}"
+)
+READ_DATASETS: TextClause = text(
+    f"SELECT {_DATASET_STATE} FROM {_KEYS} "  # noqa: S608
+    "JOIN lineage_datasets AS d ON d.organization_id = :org AND d.namespace = k.ns AND d.name = k.name"
+)
+INSERT_DATASETS: TextClause = text(
+    "INSERT INTO lineage_datasets AS d (organization_id, namespace, name, created_at, updated_at) "  # noqa: S608
+    f"SELECT :org, k.ns, k.name, :now, :now FROM {_KEYS} ORDER BY k.ord "
+    f"ON CONFLICT (organization_id, namespace, name) DO NOTHING RETURNING {_DATASET_STATE}"
+)
+# In id order, like the per-event merge: every writer of dataset facets locks in one order.
+LOCK_DATASETS: TextClause = text(
+    f"SELECT {_DATASET_STATE} FROM lineage_datasets AS d "  # noqa: S608
+    "WHERE d.id = ANY(CAST(:ids AS integer[])) ORDER BY d.id FOR NO KEY UPDATE"
+)
+DELETE_JOB_DATASETS: TextClause = text(
+    "DELETE FROM lineage_job_datasets WHERE job_id = ANY(CAST(:ids AS integer[]))"
+)
+DELETE_COLUMN_LINEAGE: TextClause = text(
+    "DELETE FROM lineage_column_lineage WHERE job_id = ANY(CAST(:ids AS integer[]))"
+)
+DELETE_FIELDS: TextClause = text(
+    "DELETE FROM lineage_dataset_fields WHERE dataset_id = ANY(CAST(:ids AS integer[]))"
+)
+
+# Version columns always take the value given (the held one when that part did not move); content
+# columns only where the flag says the winner's content differs from the held content.
+UPDATE_JOBS: TextClause = text(
+    "UPDATE lineage_jobs AS j SET "
+    "lineage_version = u.lineage_version, "
+    "lineage_event_time = CASE WHEN u.set_lineage THEN u.lineage_event_time ELSE j.lineage_event_time END, "
+    "documentation_version = u.documentation_version, "
+    "description = CASE WHEN u.set_documentation THEN u.description ELSE j.description END, "
+    "sql_version = u.sql_version, "
+    "sql = CASE WHEN u.set_sql THEN u.sql ELSE j.sql END, "
+    "sql_dialect = CASE WHEN u.set_sql THEN u.sql_dialect ELSE j.sql_dialect END, "
+    "job_type_version = u.job_type_version, "
+    "processing_type = CASE WHEN u.set_job_type THEN u.processing_type ELSE j.processing_type END, "
+    "integration = CASE WHEN u.set_job_type THEN u.integration ELSE j.integration END, "
+    "job_type = CASE WHEN u.set_job_type THEN u.job_type ELSE j.job_type END, "
+    "updated_at = CASE WHEN u.touched THEN :now ELSE j.updated_at END "
+    "FROM unnest(CAST(:id AS integer[]), CAST(:lineage_version AS text[]), CAST(:set_lineage AS boolean[]), "
+    "CAST(:lineage_event_time AS timestamptz[]), CAST(:documentation_version AS text[]), "
+    "CAST(:set_documentation AS boolean[]), CAST(:description AS text[]), CAST(:sql_version AS text[]), "
+    "CAST(:set_sql AS boolean[]), CAST(:sql AS text[]), CAST(:sql_dialect AS text[]), "
+    "CAST(:job_type_version AS text[]), CAST(:set_job_type AS boolean[]), CAST(:processing_type AS text[]), "
+    "CAST(:integration AS text[]), CAST(:job_type AS text[]), CAST(:touched AS boolean[])) "
+    "AS u(id, lineage_version, set_lineage, lineage_event_time, documentation_version, set_documentation, "
+    "description, sql_version, set_sql, sql, sql_dialect, job_type_version, set_job_type, processing_type, "
+    "integration, job_type, touched) "
+    "WHERE j.id = u.id"
+)
+UPDATE_JOB_COLUMNS = (
+    "id",
+    "lineage_version",
+    "set_lineage",
+    "lineage_event_time",
+    "documentation_version",
+    "set_documentation",
+    "description",
+    "sql_version",
+    "set_sql",
+    "sql",
+    "sql_dialect",
+    "job_type_version",
+    "set_job_type",
+    "processing_type",
+    "integration",
+    "job_type",
+    "touched",
+)
+UPDATE_DATASETS: TextClause = text(
+    "UPDATE lineage_datasets AS d SET "
+    "schema_version = u.schema_version, "
+    "documentation_version = u.documentation_version, "
+    "description = CASE WHEN u.set_documentation THEN u.description ELSE d.description END, "
+    "updated_at = CASE WHEN u.touched THEN :now ELSE d.updated_at END "
+    "FROM unnest(CAST(:id AS integer[]), CAST(:schema_version AS text[]), "
+    "CAST(:documentation_version AS text[]), CAST(:set_documentation AS boolean[]), "
+    "CAST(:description AS text[]), CAST(:touched AS boolean[])) "
+    "AS u(id, schema_version, documentation_version, set_documentation, description, touched) "
+    "WHERE d.id = u.id"
+)
+UPDATE_DATASET_COLUMNS = (
+    "id",
+    "schema_version",
+    "documentation_version",
+    "set_documentation",
+    "description",
+    "touched",
+)
