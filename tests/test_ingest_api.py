@@ -252,10 +252,10 @@ def test_job_and_dataset_events_are_accepted(
 def test_a_database_outage_is_a_503_the_client_retries(
     app: Flask, client: FlaskClient, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def unavailable(*_args: Any) -> None:
+    def unavailable(*_args: Any, **_kwargs: Any) -> None:
         raise OperationalError("INSERT", {}, Exception("server closed the connection"))
 
-    monkeypatch.setattr("portal.api.views.store_event", unavailable)
+    monkeypatch.setattr("portal.api.views.store_batch", unavailable)
     response = post(client, orders_event(), key)
     assert_error(response, 503, "database_unavailable", "body")
     assert response.headers["Retry-After"] == "5"

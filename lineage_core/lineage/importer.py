@@ -1,9 +1,11 @@
 """Import a newline-delimited file of OpenLineage events (one JSON event per line) of any size.
 
-Memory stays bounded by one line (itself bounded by ``max_event_bytes``): the file is read line by line
-and an over-long line is skipped in chunks, never held whole. Each line is checked and stored in its own
-transaction exactly like a request to the ingest API, so a bad line is rejected alone and the import of
-the same file can be repeated safely (it changes nothing the second time).
+The file is read line by line and an over-long line is skipped in chunks, never held whole. Each line
+is checked like a request to the ingest API, and the good ones are stored in batches of up to
+``batch_events`` events or ``batch_bytes`` bytes of lines, exactly like a request to the batch endpoint
+(:func:`lineage_core.lineage.ingest.store_batch`: one transaction and one set-based merge per batch on
+PostgreSQL). So memory stays bounded by one batch, a bad line is rejected alone, and the import of the
+same file can be repeated safely (it changes nothing the second time).
 """
 
 from __future__ import annotations
@@ -15,11 +17,15 @@ from typing import BinaryIO
 
 from sqlalchemy.orm import Session
 
-from lineage_core.lineage.ingest import store_event
+from lineage_core.lineage.event import Event
+from lineage_core.lineage.ingest import Refused, store_batch
 from lineage_core.lineage.merge import LineageOutcome
 from lineage_core.lineage.parse import EventError, Problem, parse_event
 
 DEFAULT_MAX_EVENT_BYTES = 5 * 1024 * 1024
+# The batch endpoint's defaults: the same unit of work whichever way the events come in.
+DEFAULT_BATCH_EVENTS = 1000
+DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
 _SKIP_CHUNK = 1024 * 1024
 
 
@@ -75,22 +81,42 @@ def import_events(
     stream: BinaryIO,
     *,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    batch_events: int = DEFAULT_BATCH_EVENTS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
     on_progress: Callable[[int], None] = lambda _bytes: None,
     on_reject: Callable[[Reject], None] = lambda _reject: None,
 ) -> ImportReport:
-    """Store every valid event of ``stream`` into the organization's graph, one transaction per line.
+    """Store every valid event of ``stream`` into the organization's graph, a batch per transaction.
 
     Args:
-        session: a session with no transaction in progress; it is committed after each event.
+        session: a session with no transaction in progress; it is committed after each batch.
         stream: the file, opened in binary mode.
         max_event_bytes: lines longer than this are rejected without being read into memory.
+        batch_events, batch_bytes: a batch is stored once it holds this many events or line bytes.
         on_progress: called after each line with the number of bytes it took in the file.
-        on_reject: called for each rejected line, as soon as it is found.
+        on_reject: called for each rejected line: at once for a line that fails its checks, once its
+            batch is stored for one the database refused.
 
     Raises:
-        sqlalchemy.exc.DBAPIError: the database failed (events before that line are stored).
+        sqlalchemy.exc.DBAPIError: the database failed (the batches before that one are stored).
     """
     report = ImportReport()
+    pending: list[tuple[int, Event]] = []
+    pending_bytes = 0
+
+    def flush() -> None:
+        nonlocal pending_bytes
+        results = store_batch(session, organization_id, [event for _, event in pending])
+        for (number, _event), result in zip(pending, results, strict=True):
+            if isinstance(result, Refused):
+                report.rejected += 1
+                on_reject(Reject(number, (Problem("line", "rejected_by_database", result.reason),)))
+            else:
+                report.stored += 1
+                report.lineage[result.lineage] += 1
+        pending.clear()
+        pending_bytes = 0
+
     for line in _iter_lines(stream, max_event_bytes):
         if line.content is not None and not line.content.strip():
             on_progress(line.size)
@@ -107,8 +133,11 @@ def import_events(
             report.rejected += 1
             on_reject(Reject(line.number, tuple(error.problems)))
         else:
-            result = store_event(session, organization_id, event)
-            report.stored += 1
-            report.lineage[result.lineage] += 1
+            pending.append((line.number, event))
+            pending_bytes += line.size
+            if len(pending) >= batch_events or pending_bytes >= batch_bytes:
+                flush()
         on_progress(line.size)
+    if pending:
+        flush()
     return report

@@ -1,58 +1,93 @@
-"""``POST /api/v1/lineage``: one OpenLineage event per request, as openlineage-python's HTTP transport
-and Marquez clients send it.
+"""The ingest endpoints: ``POST /api/v1/lineage`` (one event, as openlineage-python's HTTP transport and
+Marquez clients send it) and ``POST /api/v1/lineage/batch`` (many events in one request).
 
-Contract:
-    Request: ``Authorization: Bearer <org API key>``; ``Content-Type: application/json`` (or none);
-    optionally ``Content-Encoding: gzip`` (the client's ``compression: gzip``); optionally
-    ``X-Organization: <org slug>`` to make sure the key is the one of the organization you mean.
-    Body: one RunEvent, JobEvent or DatasetEvent, at most ``LINEAGE_MAX_EVENT_BYTES`` (app config,
-    default 5 MiB) before and after decompression.
+Both: ``Authorization: Bearer <org API key>`` with the ``lineage:write`` scope; optionally
+``Content-Encoding: gzip`` (the client's ``compression: gzip``) and ``X-Organization: <org slug>`` to
+make sure the key is the one of the organization you mean. Errors have one shape:
+``{"error": code, "message": sentence, "field": path, "problems": [{"field", "code", "message"}]}``.
 
-    201: the event is stored (or was already: posting it again is harmless). The body says what it did:
-    ``{"status": "accepted", "lineage": "replaced|refreshed|unchanged|stale|not_carried",
-    "jobFacetsUpdated": [...], "datasetFacetsUpdated": n}``.
+``POST /api/v1/lineage``: ``Content-Type: application/json`` (or none); one RunEvent, JobEvent or
+DatasetEvent, at most ``LINEAGE_MAX_EVENT_BYTES`` (app config, default 5 MiB) before and after
+decompression. 201: stored (or already: posting it again is harmless), and what it did:
+``{"status": "accepted", "lineage": "replaced|refreshed|unchanged|stale|not_carried",
+"jobFacetsUpdated": [...], "datasetFacetsUpdated": n}``. 4xx: rejected, nothing of it stored. 400
+malformed or invalid event (also an event the database refuses: ``invalid_event``, problem code
+``rejected_by_database``); 401 missing, invalid or revoked key; 403 ``wrong_organization`` or
+``insufficient_scope``; 413 body too large (``payload_too_large``, with or without Content-Length) or
+more inputs, outputs, schema fields or column-lineage edges than :mod:`lineage_core.lineage.limits`
+allows (``event_too_large``); 415 unsupported Content-Type or Content-Encoding; 429 too many requests
+with a bad key from this address or with this key's prefix (``Retry-After``, see :mod:`portal.limits`);
+503 the database is unavailable, retry later (the client does).
 
-    4xx: the event is rejected and nothing of it is stored. The body always has the same shape:
-    ``{"error": code, "message": sentence, "field": path, "problems": [{"field", "code", "message"}]}``.
-    400 malformed or invalid event; 401 missing, invalid or revoked key; 403 key of another
-    organization than ``X-Organization``; 413 body too large (``payload_too_large``, with or without
-    Content-Length: a chunked body is refused the same way), or more inputs, outputs, schema fields or
-    column-lineage edges than :mod:`lineage_core.lineage.limits` allows (``event_too_large``, naming
-    the limit); 415 unsupported Content-Type or Content-Encoding. 429: too many requests with a bad
-    key from this address, or with this key's prefix (``Retry-After``; see :mod:`portal.limits`). 503:
-    the database is unavailable; retry later (the client does).
+``POST /api/v1/lineage/batch``: ``Content-Type: application/x-ndjson`` (one event per line, blank lines
+ignored) or ``application/json`` (a JSON array of events); at most ``LINEAGE_BATCH_MAX_EVENTS`` events
+(default 1000) and ``LINEAGE_BATCH_MAX_BYTES`` (default 16 MiB, before and after decompression), each
+event within ``LINEAGE_MAX_EVENT_BYTES`` and the limits. 200 once the batch was read, even if events
+were rejected: ``{"status": "read", "accepted": n, "rejected": m, "results": [...]}``, one result per
+event in order: ``{"index", "status": "accepted", "lineage", "jobFacetsUpdated",
+"datasetFacetsUpdated"}`` (the single endpoint's answer for it) or ``{"index", "status": "rejected",
+"httpStatus": 400|413, "error", "message", "field", "problems"}`` (the single endpoint's error for it;
+nothing of that event is stored, its neighbours are). 4xx only for the request as a whole: 400
+``malformed_body``, 401, 403, 413 ``payload_too_large`` or ``too_many_events``, 415, 429; 503
+``database_unavailable``: nothing of the batch was stored.
+
+One database connection per request and one transaction for the key's lookup and the store: the key
+is read in the transaction that stores (a batch's is committed before its events are parsed, so that
+parsing megabytes holds no transaction open), and an answer that stores nothing commits its read
+rather than rolling it back, since psycopg forgets its prepared statements at every ROLLBACK.
 """
 
 from __future__ import annotations
 
 import logging
-import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
-from werkzeug.exceptions import RequestEntityTooLarge
 
 from lineage_core.accounts.api_keys import (
     AuthenticationError,
+    Caller,
+    Scope,
+    ScopeError,
     authenticate,
     key_prefix_of,
     parse_bearer,
     record_use,
+    require_scope,
 )
+from lineage_core.infra.db import get_engine
 from lineage_core.infra.models import Organization
-from lineage_core.lineage.ingest import store_event
+from lineage_core.lineage.event import Event
+from lineage_core.lineage.ingest import Refused, StoreResult, store_batch
+from lineage_core.lineage.merge import ApplyResult
 from lineage_core.lineage.parse import EventError, EventTooLargeError, Problem, parse_event
-from portal.database import get_db
+from portal.api.bodies import (
+    DEFAULT_BATCH_MAX_BYTES,
+    DEFAULT_BATCH_MAX_EVENTS,
+    DEFAULT_MAX_EVENT_BYTES,
+    RejectedError,
+    batch_mimetype,
+    content_encoding,
+    decoded,
+    payload_too_large,
+    read_raw,
+    single_event_mimetype,
+    split_batch,
+)
+from portal.database import settings
 from portal.extensions import csrf
 from portal.limits import api_key_address_limit, bad_key_refused_for_prefix, count_failure
 from portal.security import public_endpoint
 
-DEFAULT_MAX_EVENT_BYTES = 5 * 1024 * 1024
-_READ_CHUNK = 256 * 1024
+__all__ = ["DEFAULT_MAX_EVENT_BYTES", "bp"]
+
 ORG_HEADER = "X-Organization"
+RETRY_AFTER_SECONDS = "5"
 
 log = logging.getLogger(__name__)
 
@@ -62,115 +97,75 @@ bp = Blueprint("api", __name__, url_prefix="/api/v1")
 csrf.exempt(bp)
 
 
-class _RejectedError(Exception):
-    def __init__(self, status: int, code: str, field: str, message: str) -> None:
-        super().__init__(message)
+class _EventRejectedError(Exception):
+    """One event is rejected: its HTTP status, error code and problems (the single endpoint's answer)."""
+
+    def __init__(self, status: int, error: str, problems: list[Problem]) -> None:
+        super().__init__(problems[0].message)
         self.status = status
-        self.problem = Problem(field, code, message)
+        self.error = error
+        self.problems = problems
 
 
-def _error(status: int, error: str, problems: list[Problem]) -> tuple[Response, int]:
+def _error_body(error: str, problems: list[Problem]) -> dict[str, Any]:
     first = problems[0]
-    body = {
+    return {
         "error": error,
         "message": first.message,
         "field": first.field,
         "problems": [{"field": p.field, "code": p.code, "message": p.message} for p in problems],
     }
-    response = jsonify(body)
+
+
+def _error(status: int, error: str, problems: list[Problem]) -> tuple[Response, int]:
+    response = jsonify(_error_body(error, problems))
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="openlineage"'
     return response, status
 
 
-def _max_bytes() -> int:
+def _accepted_body(result: ApplyResult) -> dict[str, Any]:
+    return {
+        "status": "accepted",
+        "lineage": result.lineage.value,
+        "jobFacetsUpdated": list(result.job_facets),
+        "datasetFacetsUpdated": result.dataset_facets,
+    }
+
+
+def _config_int(name: str, default: int) -> int:
+    return int(current_app.config.get(name, default))
+
+
+def _max_event_bytes() -> int:
     """The event's limit: ``LINEAGE_MAX_EVENT_BYTES``, never more than the app-wide MAX_CONTENT_LENGTH."""
-    limit = int(current_app.config.get("LINEAGE_MAX_EVENT_BYTES", DEFAULT_MAX_EVENT_BYTES))
+    limit = _config_int("LINEAGE_MAX_EVENT_BYTES", DEFAULT_MAX_EVENT_BYTES)
     app_limit = current_app.config.get("MAX_CONTENT_LENGTH")
     return min(limit, int(app_limit)) if app_limit else limit
 
 
-def _too_large(limit: int) -> _RejectedError:
-    return _RejectedError(
-        413, "payload_too_large", "body", f"The event is larger than {limit} bytes; send smaller events."
-    )
+@contextmanager
+def _one_connection() -> Iterator[Session]:
+    """A session on one pooled connection for the whole request: one checkout, one transaction."""
+    with get_engine(settings().database_url).connect() as connection:
+        session = Session(bind=connection, expire_on_commit=False)
+        try:
+            yield session
+        finally:
+            session.close()
 
 
-def _read_body(limit: int) -> bytes:
-    """The request body, decompressed, never more than ``limit`` bytes in memory."""
-    mimetype = request.mimetype
-    if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
-        raise _RejectedError(
-            415,
-            "unsupported_media_type",
-            "Content-Type",
-            f"Content-Type must be application/json; got {mimetype}.",
-        )
-    if request.content_length is not None and request.content_length > limit:
-        raise _too_large(limit)
-    raw = _read_at_most(limit)
-    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
-    if encoding in ("identity", ""):
-        return raw
-    if encoding != "gzip":
-        raise _RejectedError(
-            415,
-            "unsupported_media_type",
-            "Content-Encoding",
-            f"Content-Encoding must be gzip or absent; got {encoding}.",
-        )
-    # Decompress at most limit + 1 bytes: a small "zip bomb" must not expand into memory.
-    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+def _answering_503(view: Callable[[Session], tuple[Response, int]]) -> tuple[Response, int]:
     try:
-        body = decompressor.decompress(raw, limit + 1)
-    except zlib.error as error:
-        raise _RejectedError(400, "malformed_body", "body", f"The body is not valid gzip: {error}.") from None
-    if len(body) > limit or decompressor.unconsumed_tail:
-        raise _too_large(limit)
-    if not decompressor.eof:
-        raise _RejectedError(400, "malformed_body", "body", "The gzip body is truncated.")
-    return body
-
-
-def _read_at_most(limit: int) -> bytes:
-    """The raw body; raises the 413 as soon as it is longer than ``limit``, whatever its framing.
-
-    A chunked body has no Content-Length. Werkzeug then stops its stream at the app's
-    MAX_CONTENT_LENGTH without an error when the reader asks for no more than that, and a single read
-    returned the body cut at 5 MiB: an event followed by 6 MB of whitespace was stored. So the stream's
-    own maximum is set one byte past ours, and it is read to its end (or one byte past the limit).
-    """
-    request.max_content_length = limit + 1
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        while size <= limit:
-            chunk = request.stream.read(min(_READ_CHUNK, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except RequestEntityTooLarge:
-        raise _too_large(limit) from None
-    if size > limit:
-        raise _too_large(limit)
-    return b"".join(chunks)
-
-
-@bp.post("/lineage")
-@public_endpoint
-@api_key_address_limit
-def ingest_lineage() -> tuple[Response, int]:
-    db = get_db()
-    try:
-        return _ingest(db)
+        with _one_connection() as db:
+            return view(db)
     except DBAPIError:
-        log.exception("storing a lineage event failed")
-        message = "The event could not be stored now; send it again later."
+        log.exception("storing lineage events failed")
+        message = "The events could not be stored now; nothing was stored. Send them again later."
         response, status = _error(
             503, "database_unavailable", [Problem("body", "database_unavailable", message)]
         )
-        response.headers["Retry-After"] = "5"
+        response.headers["Retry-After"] = RETRY_AFTER_SECONDS
         return response, status
 
 
@@ -179,46 +174,158 @@ def _credential() -> str:
     return credential.strip() if scheme.lower() == "bearer" else ""
 
 
-def _ingest(db: Session) -> tuple[Response, int]:
+def _caller(db: Session) -> Caller:
+    """The key's caller, allowed to write lineage (one indexed lookup, in the session's transaction).
+
+    Raises:
+        AuthenticationError: missing, invalid or revoked key.
+        RejectedError: 403, the key is of another organization than X-Organization, or lacks the scope.
+    """
+    caller = authenticate(db, parse_bearer(request.headers.get("Authorization")))
+    expected_org = request.headers.get(ORG_HEADER)
+    if expected_org is not None:
+        slug = db.scalar(select(Organization.slug).where(Organization.id == caller.organization_id))
+        if slug != expected_org.strip():
+            raise RejectedError(
+                403,
+                "wrong_organization",
+                ORG_HEADER,
+                f"This API key belongs to another organization than {expected_org.strip()!r}; "
+                "use a key created in that organization.",
+            )
     try:
-        caller = authenticate(db, parse_bearer(request.headers.get("Authorization")))
-        expected_org = request.headers.get(ORG_HEADER)
-        if expected_org is not None:
-            slug = db.scalar(select(Organization.slug).where(Organization.id == caller.organization_id))
-            if slug != expected_org.strip():
-                raise _RejectedError(
-                    403,
-                    "wrong_organization",
-                    ORG_HEADER,
-                    f"This API key belongs to another organization than {expected_org.strip()!r}; "
-                    "use a key created in that organization.",
-                )
-        # End the key lookup's transaction before reading the body: a slow client must not keep a
-        # database transaction open.
-        db.rollback()
-        event = parse_event(_read_body(_max_bytes()))
-    except AuthenticationError as error:
-        count_failure("api_key")
-        prefix = key_prefix_of(_credential())
-        refused = bad_key_refused_for_prefix(prefix) if prefix else None
-        if refused is not None:
-            return refused, 429
-        return _error(401, error.reason.value, [Problem("Authorization", error.reason.value, str(error))])
-    except _RejectedError as rejected:
-        return _error(rejected.status, rejected.problem.code, [rejected.problem])
+        require_scope(caller, Scope.LINEAGE_WRITE)
+    except ScopeError as error:
+        raise RejectedError(403, "insufficient_scope", "Authorization", str(error)) from None
+    return caller
+
+
+def _refused_key(error: AuthenticationError) -> tuple[Response, int]:
+    count_failure("api_key")
+    prefix = key_prefix_of(_credential())
+    refused = bad_key_refused_for_prefix(prefix) if prefix else None
+    if refused is not None:
+        return refused, 429
+    return _error(401, error.reason.value, [Problem("Authorization", error.reason.value, str(error))])
+
+
+def _parsed(content: bytes) -> Event:
+    """One event's bytes, checked. Raises :class:`_EventRejectedError` with the single endpoint's answer."""
+    try:
+        return parse_event(content)
     except EventTooLargeError as error:
-        return _error(413, "event_too_large", error.problems)
+        raise _EventRejectedError(413, "event_too_large", error.problems) from None
     except EventError as error:
         code = "malformed_json" if error.problems[0].code == "malformed_json" else "invalid_event"
-        return _error(400, code, error.problems)
+        raise _EventRejectedError(400, code, error.problems) from None
 
-    result = store_event(db, caller.organization_id, event)
-    if record_use(db, caller):
+
+def _refusal(refused: Refused) -> _EventRejectedError:
+    return _EventRejectedError(
+        400, "invalid_event", [Problem("body", "rejected_by_database", refused.reason)]
+    )
+
+
+def _recording_use(caller: Caller) -> Callable[[Session], object]:
+    return lambda session: record_use(session, caller)
+
+
+@bp.post("/lineage")
+@public_endpoint
+@api_key_address_limit
+def ingest_lineage() -> tuple[Response, int]:
+    return _answering_503(_ingest_one)
+
+
+def _ingest_one(db: Session) -> tuple[Response, int]:
+    limit = _max_event_bytes()
+    try:
+        single_event_mimetype()
+        encoding = content_encoding()
+        raw = read_raw(limit, "The event")  # before the transaction: a slow client holds none open
+        caller = _caller(db)
+        event = _parsed(decoded(raw, encoding, limit, "The event"))
+    except AuthenticationError as error:
         db.commit()
-    body: dict[str, Any] = {
-        "status": "accepted",
-        "lineage": result.lineage.value,
-        "jobFacetsUpdated": list(result.job_facets),
-        "datasetFacetsUpdated": result.dataset_facets,
+        return _refused_key(error)
+    except RejectedError as rejected:
+        db.commit()
+        return _error(rejected.status, rejected.problem.code, [rejected.problem])
+    except _EventRejectedError as rejected:
+        db.commit()
+        return _error(rejected.status, rejected.error, rejected.problems)
+
+    (result,) = store_batch(db, caller.organization_id, [event], before_commit=_recording_use(caller))
+    if isinstance(result, Refused):
+        refusal = _refusal(result)
+        return _error(refusal.status, refusal.error, refusal.problems)
+    return jsonify(_accepted_body(result)), 201
+
+
+@bp.post("/lineage/batch")
+@public_endpoint
+@api_key_address_limit
+def ingest_lineage_batch() -> tuple[Response, int]:
+    return _answering_503(_ingest_batch)
+
+
+def _ingest_batch(db: Session) -> tuple[Response, int]:
+    max_bytes = _config_int("LINEAGE_BATCH_MAX_BYTES", DEFAULT_BATCH_MAX_BYTES)
+    try:
+        mimetype = batch_mimetype()
+        encoding = content_encoding()
+        raw = read_raw(max_bytes, "The batch")
+        caller = _caller(db)
+        db.commit()  # parsing megabytes of events holds no transaction open
+        body = decoded(raw, encoding, max_bytes, "The batch")
+        del raw
+        items = split_batch(
+            body,
+            mimetype,
+            _config_int("LINEAGE_BATCH_MAX_EVENTS", DEFAULT_BATCH_MAX_EVENTS),
+            _max_event_bytes(),
+        )
+        del body
+    except AuthenticationError as error:
+        db.commit()
+        return _refused_key(error)
+    except RejectedError as rejected:
+        db.commit()
+        return _error(rejected.status, rejected.problem.code, [rejected.problem])
+
+    event_limit = _max_event_bytes()
+    answers: list[dict[str, Any] | None] = [None] * len(items)
+    events: list[Event] = []
+    positions: list[int] = []
+    for index, item in enumerate(items):
+        try:
+            if item.content is None:
+                too_large = payload_too_large(event_limit)
+                raise _EventRejectedError(413, too_large.problem.code, [too_large.problem])
+            events.append(_parsed(item.content))
+            positions.append(index)
+        except _EventRejectedError as error:
+            answers[index] = _rejected_answer(index, error)
+    del items
+
+    stored: list[StoreResult] = store_batch(
+        db, caller.organization_id, events, before_commit=_recording_use(caller)
+    )
+    for index, result in zip(positions, stored, strict=True):
+        if isinstance(result, Refused):
+            answers[index] = _rejected_answer(index, _refusal(result))
+        else:
+            answers[index] = {"index": index, **_accepted_body(result)}
+    results = [answer for answer in answers if answer is not None]
+    accepted = sum(answer["status"] == "accepted" for answer in results)
+    answer = {"status": "read", "accepted": accepted, "rejected": len(results) - accepted, "results": results}
+    return jsonify(answer), 200
+
+
+def _rejected_answer(index: int, error: _EventRejectedError) -> dict[str, Any]:
+    return {
+        "index": index,
+        "status": "rejected",
+        "httpStatus": error.status,
+        **_error_body(error.error, error.problems),
     }
-    return jsonify(body), 201

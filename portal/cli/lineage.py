@@ -20,9 +20,16 @@ from lineage_core.demo.synthetic import iter_synthetic_events
 from lineage_core.infra.db import get_engine, session_scope
 from lineage_core.lineage.derivation_status import derivation_problems
 from lineage_core.lineage.derivations import derive_organization
-from lineage_core.lineage.importer import DEFAULT_MAX_EVENT_BYTES, ImportReport, Reject, import_events
-from lineage_core.lineage.ingest import store_event
-from lineage_core.lineage.merge import LineageOutcome
+from lineage_core.lineage.event import Event
+from lineage_core.lineage.importer import (
+    DEFAULT_BATCH_EVENTS,
+    DEFAULT_MAX_EVENT_BYTES,
+    ImportReport,
+    Reject,
+    import_events,
+)
+from lineage_core.lineage.ingest import StoreResult, store_batch
+from lineage_core.lineage.merge import ApplyResult, LineageOutcome
 from lineage_core.lineage.parse import check_event
 from portal.cli import current_settings
 
@@ -140,10 +147,19 @@ def generate_command(org_slug: str | None, jobs: int, seed: int, output: BinaryI
         _one_connection_session() as session,
         click.progressbar(events, length=jobs, label="Generating", file=sys.stderr) as bar,
     ):
+        pending: list[Event] = []
         for event in bar:
-            result = store_event(session, organization_id, check_event(event))
-            replaced += result.lineage is LineageOutcome.REPLACED
+            pending.append(check_event(event))
+            if len(pending) == DEFAULT_BATCH_EVENTS:
+                replaced += _replaced(store_batch(session, organization_id, pending))
+                pending = []
+        if pending:
+            replaced += _replaced(store_batch(session, organization_id, pending))
     click.echo(f"Generated {jobs} jobs into {org_slug} (seed {seed}); {replaced} jobs' lineage written.")
+
+
+def _replaced(results: list[StoreResult]) -> int:
+    return sum(isinstance(r, ApplyResult) and r.lineage is LineageOutcome.REPLACED for r in results)
 
 
 @lineage_cli.command("derive")
