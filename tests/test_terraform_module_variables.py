@@ -43,6 +43,7 @@ def test_formatted_inputs_have_validation_blocks_with_sentences() -> None:
     validated = {
         "vendor_account_id",
         "external_id",
+        "new_external_id",
         "account_id",
         "bucket_name",
         "prefix",
@@ -80,6 +81,14 @@ MESSAGE_CASES: list[tuple[str, str, set[str]]] = [
         "olx abc",
         {
             "The External ID has 2 to 1224 characters: letters, digits and + = , . @ : / _ -. Copy it "
+            "unchanged from the Foundational setup page."
+        },
+    ),
+    (
+        "new_external_id",
+        "olx new",
+        {
+            "The new External ID has 2 to 1224 characters: letters, digits and + = , . @ : / _ -. Copy it "
             "unchanged from the Foundational setup page."
         },
     ),

@@ -129,6 +129,20 @@ def _back_to_card(connector: Connector) -> BaseResponse:
     return redirect(url_for(".accounts", _anchor=f"connector-{connector.id}"))
 
 
+_CARD_TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", re.ASCII)
+
+
+@bp.app_template_filter("times_unbroken")
+def times_unbroken(value: object) -> Markup:
+    """``value`` escaped, each card time in it (``2026-12-01 09:30 UTC``) kept on one line.
+
+    A date must not break at its hyphens (the cards' rule, see style.css ``.nowrap``).
+    """
+    # Safe: the text is escaped first; the span wraps characters the pattern matched (digits, -, :, UTC).
+    escaped = str(escape(value))
+    return Markup(_CARD_TIME.sub(lambda match: f'<span class="nowrap">{match.group(0)}</span>', escaped))  # noqa: S704
+
+
 @bp.app_template_global("rotation_card")
 def rotation_card_for(connector: Connector) -> RotationCard:
     """The External ID part of a connector's card (and of its deploy page), for the templates."""
