@@ -44,7 +44,10 @@ REFUSALS: dict[tuple[RotationState, RotationEvent], str] = {
     (COMPLETE, Verified()): "There is no new External ID waiting for Save.",
     (NONE, Cancel()): "There is no External ID rotation to cancel.",
     (COMPLETE, Cancel()): "There is no External ID rotation to cancel.",
-    (VERIFIED, Cancel()): "The new External ID is already in use, so the rotation can no longer be cancelled.",
+    (
+        VERIFIED,
+        Cancel(),
+    ): "The new External ID is already in use, so the rotation can no longer be cancelled.",
     (NONE, OldChecked(works=True)): "There is no old External ID to check.",
     (NONE, OldChecked(works=False)): "There is no old External ID to check.",
     (PENDING, OldChecked(works=True)): "There is no old External ID to check.",

@@ -40,9 +40,9 @@ def _fresh(db: Session, connector: Connector) -> Connector:
 
 def _trusted(connector: Connector) -> object:
     spec = RoleSpec.for_connector(connector, VENDOR_ACCOUNT_ID)
-    return cloudformation.expected_policies(spec)["trust_policy"]["Statement"][0]["Condition"]["StringEquals"][
-        "sts:ExternalId"
-    ]
+    return cloudformation.expected_policies(spec)["trust_policy"]["Statement"][0]["Condition"][
+        "StringEquals"
+    ]["sts:ExternalId"]
 
 
 def test_start_mints_a_new_id_that_the_downloads_trust_beside_the_current_one(
@@ -123,7 +123,11 @@ def test_save_with_the_new_id_switches_exports_to_it_and_keeps_the_old_one_to_ch
 
     assert activation == rotations.Activation(newly_active=False, rotation_verified=True)
     assert connector.rotation_state is RotationState.VERIFIED
-    assert (connector.external_id, connector.old_external_id, connector.new_external_id) == (new, current, None)
+    assert (connector.external_id, connector.old_external_id, connector.new_external_id) == (
+        new,
+        current,
+        None,
+    )
     assert rotations.old_id_to_check(connector) == current
     assert _trusted(connector) == new  # the downloads now drop the old ID
     with pytest.raises(RotationError, match="can no longer be cancelled"):
