@@ -83,7 +83,8 @@ def test_expected_policies_with_a_prefix_and_a_kms_key() -> None:
                 {
                   "Sid": "ReadWriteExportObjects",
                   "Effect": "Allow",
-                  "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+                  "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject",
+                             "s3:PutObjectTagging"],
                   "Resource": "arn:aws:s3:::acme-lineage/a/b/*"
                 }
               ]
@@ -137,7 +138,8 @@ def test_expected_policies_at_the_bucket_root_without_kms_in_china() -> None:
                 {
                   "Sid": "ReadWriteExportObjects",
                   "Effect": "Allow",
-                  "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+                  "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject",
+                             "s3:PutObjectTagging"],
                   "Resource": "arn:aws-cn:s3:::acme-lineage/*"
                 }
               ]
@@ -165,7 +167,7 @@ def test_expected_policies_grant_nothing_beyond_the_export(spec: RoleSpec) -> No
         a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
     ]
     allowed = {"s3:ListBucket", "s3:GetBucketLocation", "s3:AbortMultipartUpload", "s3:DeleteObject"}
-    allowed |= {"s3:GetObject", "s3:PutObject", "kms:Decrypt", "kms:GenerateDataKey"}
+    allowed |= {"s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "kms:Decrypt", "kms:GenerateDataKey"}
     assert set(actions) <= allowed and len(actions) == len(set(actions))
     assert all(s["Effect"] == "Allow" and "NotAction" not in s and "NotResource" not in s for s in statements)
     # The only wildcard is the one that means "objects under the prefix".
@@ -313,6 +315,11 @@ def test_assumed_role_can_only_touch_objects_under_the_prefix(aws: str, role_sou
     assert s3.get_object(Bucket=spec.bucket, Key=probe)["Body"].read() == b"probe"
     s3.delete_object(Bucket=spec.bucket, Key=probe)
     _multipart_upload(s3, spec.bucket, destination.export_key(spec.prefix), b'{"eventType":"COMPLETE"}\n')
+    s3.put_object_tagging(
+        Bucket=spec.bucket,
+        Key=destination.export_key(spec.prefix),
+        Tagging={"TagSet": [{"Key": "event-count", "Value": "1"}]},
+    )
     aborted = s3.create_multipart_upload(Bucket=spec.bucket, Key=destination.export_key(spec.prefix))
     s3.abort_multipart_upload(Bucket=spec.bucket, Key=aborted["Key"], UploadId=aborted["UploadId"])
     s3.get_bucket_location(Bucket=spec.bucket)
@@ -326,6 +333,11 @@ def test_assumed_role_can_only_touch_objects_under_the_prefix(aws: str, role_sou
     _assert_access_denied(lambda: s3.create_multipart_upload(Bucket=spec.bucket, Key="a/bc/events.jsonl"))
     _assert_access_denied(lambda: s3.get_object(Bucket=spec.bucket, Key="outside/keep.txt"))
     _assert_access_denied(lambda: s3.delete_object(Bucket=spec.bucket, Key="outside/keep.txt"))
+    _assert_access_denied(
+        lambda: s3.put_object_tagging(
+            Bucket=spec.bucket, Key="outside/keep.txt", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]}
+        )
+    )
     _assert_other_bucket_is_out_of_reach(s3, spec)
 
 
