@@ -20,6 +20,7 @@ import pytest
 from botocore.stub import Stubber
 from sqlalchemy.orm import Session
 
+from lineage_core.export import checksum
 from lineage_core.export.events import EventWriter
 from lineage_core.export.run import ExportError, TransientExportError, run_export
 from lineage_core.export.s3_stream import MIN_PART_SIZE, NDJSON_CONTENT_TYPE
@@ -73,10 +74,11 @@ def test_the_uploaded_file_parses_back_into_the_stored_graph(
     result = run_export(settings, run_id)
 
     data = body(s3)
-    head = s3.head_object(Bucket=BUCKET, Key=KEY)
+    head = s3.head_object(Bucket=BUCKET, Key=KEY, ChecksumMode="ENABLED")
     assert head["ContentType"] == NDJSON_CONTENT_TYPE
     lines = data.splitlines()
     assert len(lines) == 34  # one event per job: 30 generated, 4 hand-made
+    assert head["ChecksumCRC64NVME"] == checksum.encoded_crc(data)
     run = run_of(db, run_id)
     assert run.status is RunStatus.SUCCEEDED
     assert run.started_at is not None and run.finished_at is not None and run.started_at <= run.finished_at
@@ -97,6 +99,8 @@ def test_the_uploaded_file_parses_back_into_the_stored_graph(
         "version_id": None,
         "trimmed": 0,
         "omitted": 0,
+        "checksum_crc64nvme": checksum.encoded_crc(data),
+        "tagging_error": None,
     }
     # The schedule counts the interval from the snapshot time of the last success.
     db.refresh(connector)
