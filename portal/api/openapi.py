@@ -243,7 +243,14 @@ def _connection_paths() -> Json:
                 {
                     "200": {
                         "description": "The role template; each parameter's default is this connection's.",
-                        "content": {"application/x-yaml": {"schema": {"type": "string"}}},
+                        "content": {
+                            "application/x-yaml": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["AWSTemplateFormatVersion", "Parameters", "Resources"],
+                                }
+                            }
+                        },
                     },
                     "404": _NOT_FOUND,
                     "409": _error(
