@@ -20,6 +20,7 @@ from lineage_core.infra.models import AuditEvent, ConnectorStatus, Organization,
 from lineage_core.ops.audit import Action, Actor, record
 from lineage_core.setup import rotations
 from portal import create_app
+from tests.connections_api_audit import API_SCENARIOS
 from tests.factories import make_connector, make_key, make_org, make_user
 from tests.web import FORM, PASSWORD, csrf_token_from, login, post_form
 
@@ -168,6 +169,7 @@ SCENARIOS: dict[str, Scenario] = {
     "integrations.cancel_rotation": _cancel_rotation,
     "api_keys.create": _create_key,
     "api_keys.revoke": _revoke_key,
+    **API_SCENARIOS,  # the connections API's routes
 }
 
 
@@ -215,7 +217,8 @@ def test_each_state_changing_endpoint_writes_its_audit_entry(
     entries = [e for e in _entries(db)[before:] if e.action.startswith(action)]
     assert entries, (endpoint, [e.action for e in _entries(db)])
     entry = entries[-1]
-    assert entry.actor in ("admin@acme.test", "ops@vendor.test")
+    # A person, or an API key by its prefix (the connections API).
+    assert entry.actor in ("admin@acme.test", "ops@vendor.test") or entry.actor.startswith("olk_")
     assert entry.address == "127.0.0.1" and entry.request_id and entry.at is not None
     if not endpoint.startswith("rq_dashboard."):
         assert entry.organization_id == org.id
