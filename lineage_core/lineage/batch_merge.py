@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
@@ -43,7 +44,6 @@ from lineage_core.lineage.merge import (
     column_lineage_rows,
     dataset_facets_of,
     field_rows,
-    insert_rows,
     job_dataset_rows,
     job_facet_columns,
     lineage_datasets,
@@ -186,8 +186,18 @@ def apply_batch(session: Session, organization_id: int, batch: Sequence[Prepared
 # -- reading and locking -------------------------------------------------------------------------------
 
 
-def _key_arrays(keys: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
-    return {"ns": [ns for ns, _ in keys], "name": [name for _, name in keys]}
+def _keys_json(keys: Sequence[tuple[str, str]], arrival: dict[JobKey, int] | None = None) -> dict[str, str]:
+    """The :keys parameter: the keys in the order given (``ord``), with each job's arrival order."""
+    rows = [
+        {"ns": ns, "name": name, "ord": ord_, "arrival": arrival[(ns, name)] if arrival else None}
+        for ord_, (ns, name) in enumerate(keys)
+    ]
+    return {"keys": orjson.dumps(rows).decode()}
+
+
+def _insert_json(session: Session, table: Any, rows: list[dict[str, Any]]) -> None:
+    statement = batch_sql.insert_json_rows(table.name, tuple(rows[0]))
+    session.execute(statement, {"rows": orjson.dumps(rows).decode()})
 
 
 def _lock_jobs(
@@ -200,20 +210,17 @@ def _lock_jobs(
     keys = sorted(arrival)
     found = {
         (row.namespace, row.name): row
-        for row in session.execute(batch_sql.LOCK_JOBS, {"org": organization_id, **_key_arrays(keys)})
+        for row in session.execute(batch_sql.LOCK_JOBS, {"org": organization_id, **_keys_json(keys)})
     }
     missing = [key for key in keys if key not in found]
     if missing:
-        params = {"org": organization_id, "now": now, "arrival": [arrival[key] for key in missing]}
+        params = {"org": organization_id, "now": now, **_keys_json(missing, arrival)}
         found.update(
-            {
-                (row.namespace, row.name): row
-                for row in session.execute(batch_sql.INSERT_JOBS, params | _key_arrays(missing))
-            }
+            {(row.namespace, row.name): row for row in session.execute(batch_sql.INSERT_JOBS, params)}
         )
         raced = [key for key in missing if key not in found]
         if raced:  # created by a concurrent transaction since our first read: wait for it, then lock
-            params = {"org": organization_id, **_key_arrays(raced)}
+            params = {"org": organization_id, **_keys_json(raced)}
             found.update(
                 {(row.namespace, row.name): row for row in session.execute(batch_sql.LOCK_JOBS, params)}
             )
@@ -228,17 +235,17 @@ def _ensure_datasets(
         return {}
     found = {
         (row.namespace, row.name): row
-        for row in session.execute(batch_sql.READ_DATASETS, {"org": organization_id, **_key_arrays(keys)})
+        for row in session.execute(batch_sql.READ_DATASETS, {"org": organization_id, **_keys_json(keys)})
     }
     missing = [key for key in keys if key not in found]
     if missing:
-        params = {"org": organization_id, "now": now, **_key_arrays(missing)}
+        params = {"org": organization_id, "now": now, **_keys_json(missing)}
         found.update(
             {(row.namespace, row.name): row for row in session.execute(batch_sql.INSERT_DATASETS, params)}
         )
         raced = [key for key in missing if key not in found]
         if raced:
-            params = {"org": organization_id, **_key_arrays(raced)}
+            params = {"org": organization_id, **_keys_json(raced)}
             found.update(
                 {(row.namespace, row.name): row for row in session.execute(batch_sql.READ_DATASETS, params)}
             )
@@ -313,7 +320,7 @@ def _write_jobs(
     dataset_ids: dict[DatasetKey, int],
     now: datetime,
 ) -> None:
-    updates: dict[str, list[Any]] = {column: [] for column in batch_sql.UPDATE_JOB_COLUMNS}
+    updates: list[dict[str, Any]] = []
     for key, job in jobs.items():
         row: dict[str, Any] = {
             "id": job.id,
@@ -343,8 +350,7 @@ def _write_jobs(
                 row["touched"] = True
                 row.update(job_facet_columns(facet, winner[1]))
         if moved:
-            for column in batch_sql.UPDATE_JOB_COLUMNS:
-                updates[column].append(row[column])
+            updates.append(row)
 
     replaced_ids = [jobs[key].id for key in replaced if jobs[key].lineage_version is not None]
     if replaced_ids:  # a job that never had lineage has no rows to delete
@@ -356,11 +362,11 @@ def _write_jobs(
         links.extend(job_dataset_rows(jobs[key].id, event, dataset_ids))
         edges.extend(column_lineage_rows(jobs[key].id, event, dataset_ids))
     if links:
-        insert_rows(session, "postgresql", sql.JOB_DATASETS, links)
+        _insert_json(session, sql.JOB_DATASETS, links)
     if edges:
-        insert_rows(session, "postgresql", sql.COLUMN_LINEAGE, edges)
-    if updates["id"]:
-        session.execute(batch_sql.UPDATE_JOBS, {**updates, "now": now})
+        _insert_json(session, sql.COLUMN_LINEAGE, edges)
+    if updates:
+        session.execute(batch_sql.UPDATE_JOBS, {"rows": orjson.dumps(updates).decode(), "now": now})
 
 
 # The content columns each job facet writes (see merge.job_facet_columns), NULL unless it changes.
@@ -374,7 +380,7 @@ _FACET_CONTENT_COLUMNS = (
 def _write_datasets(
     session: Session, datasets: dict[DatasetKey, Row[Any]], winners: _Winners, now: datetime
 ) -> None:
-    updates: dict[str, list[Any]] = {column: [] for column in batch_sql.UPDATE_DATASET_COLUMNS}
+    updates: list[dict[str, Any]] = []
     replaced_schemas: list[int] = []
     new_fields: list[dict[str, Any]] = []
     for key, held in datasets.items():
@@ -405,11 +411,10 @@ def _write_datasets(
                     touched=True, set_documentation=True, description=None if docs[1] is DELETED else docs[1]
                 )
         if moved:
-            for column in batch_sql.UPDATE_DATASET_COLUMNS:
-                updates[column].append(row[column])
+            updates.append(row)
     if replaced_schemas:
         session.execute(batch_sql.DELETE_FIELDS, {"ids": replaced_schemas})
     if new_fields:
-        insert_rows(session, "postgresql", sql.FIELDS, new_fields)
-    if updates["id"]:
-        session.execute(batch_sql.UPDATE_DATASETS, {**updates, "now": now})
+        _insert_json(session, sql.FIELDS, new_fields)
+    if updates:
+        session.execute(batch_sql.UPDATE_DATASETS, {"rows": orjson.dumps(updates).decode(), "now": now})
