@@ -1,12 +1,16 @@
-"""Ingest throughput and peak memory, through the HTTP API and through the file import, on PostgreSQL.
+"""Ingest throughput, CPU and peak memory of every way in, on PostgreSQL, side by side in one run.
 
-Prints one table: for each size, the real paths (gunicorn + concurrent client over loopback; the
-``flask lineage import`` CLI) next to the baseline "raw append" (bench/baseline.py: parse and INSERT the
-event as one jsonb row per transaction, no checks, no merge) served and driven the same way, plus the
-size of the events (synthetic organizations from lineage_core.demo.synthetic, one COMPLETE RunEvent
-per job). Two passes per path: "new jobs" (every event creates a job and writes its full lineage: the
-most expensive case) and "re-runs" (the same jobs a day later: identical lineage, newer eventTime, the
-steady state of a producer whose jobs run every day).
+Prints one table: for each size, the single-event endpoint (``POST /api/v1/lineage``, one event per
+request, concurrent clients), the batch endpoint (``POST /api/v1/lineage/batch``, NDJSON of
+``--batch`` events per request), the ``flask lineage import`` CLI (batches of 1000), and the baseline
+"raw append" (bench/baseline.py: parse and INSERT the event as one jsonb row per transaction, no checks,
+no merge) served and driven like the single endpoint, plus the size of the events (synthetic
+organizations from lineage_core.demo.synthetic, one COMPLETE RunEvent per job). Two passes per path:
+"new jobs" (every event creates a job and writes its full lineage: the most expensive case) and
+"re-runs" (the same jobs a day later: identical lineage, newer eventTime, the steady state of a
+producer whose jobs run every day). CPU per event is given for the app (gunicorn's workers, or the
+import process) and for PostgreSQL (the postmaster and every backend, from /proc: run it where the
+database runs, on an otherwise idle machine, since other clients' work is counted too).
 
 Not a test: run it by hand on an otherwise idle machine (numbers move with load).
 
@@ -30,7 +34,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -43,7 +47,7 @@ from lineage_core.accounts.organizations import create_organization
 from lineage_core.demo.synthetic import DEFAULT_START, iter_synthetic_events
 from lineage_core.infra import migrate
 from lineage_core.infra.db import session_scope
-from tests.services import free_port, throwaway_postgres_database
+from tests.services import PG_ADMIN_URL, free_port, throwaway_postgres_database
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE_NAME = "raw append (parse + INSERT jsonb, 1 tx/event)"
@@ -55,8 +59,9 @@ class Result:
     what: str
     events: int
     seconds: float
-    peak_rss_mb: float
-    cpu_seconds: float  # CPU (user + system) of the server or import process(es), not of PostgreSQL
+    peak_rss_mb: float  # the largest peak (VmHWM) of one web worker, or of the import process
+    cpu_seconds: float  # CPU (user + system) of the web workers or the import process
+    pg_cpu_seconds: float  # CPU of PostgreSQL (postmaster, backends, background processes)
     errors: int
 
     @property
@@ -86,28 +91,53 @@ def write_events(path: Path, count: int, seed: int, start: datetime = DEFAULT_ST
     return statistics.fmean(sizes), max(sizes)
 
 
-def _tree(pid: int) -> list[int]:
+def _children(pid: int) -> list[int]:
     children = Path(f"/proc/{pid}/task/{pid}/children")
-    return [pid, *(int(p) for p in children.read_text().split())] if children.exists() else [pid]
+    return [int(p) for p in children.read_text().split()] if children.exists() else []
 
 
-def peak_rss_mb(pid: int) -> float:
-    """Peak RSS (VmHWM) of a process and its children, summed: gunicorn's master and workers."""
-    total = 0
-    for each in _tree(pid):
-        for line in Path(f"/proc/{each}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                total += int(line.split()[1])
-    return total / 1024
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its children so far."""
+def peak_rss_mb(pids: list[int]) -> float:
+    """The largest peak RSS (VmHWM) among ``pids``: one web worker's high-water mark."""
+    peak = 0
+    for pid in pids:
+        with suppress(FileNotFoundError, ProcessLookupError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+    return peak / 1024
+
+
+def cpu_seconds(pids: list[int], with_exited_children: bool = False) -> float:
+    """User + system CPU of ``pids`` so far (and of their children that exited, if asked)."""
     ticks = 0
-    for each in _tree(pid):
-        fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    for pid in pids:
+        with suppress(FileNotFoundError, ProcessLookupError):
+            fields = _stat(pid)
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+            if with_exited_children:
+                ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def postmaster_pid() -> int | None:
+    """PostgreSQL's postmaster on this machine (its data directory's postmaster.pid), if readable."""
+    with psycopg.connect(PG_ADMIN_URL) as conn:
+        row = conn.execute("SHOW data_directory").fetchone()
+    try:
+        return int((Path(row[0]) / "postmaster.pid").read_text().split()[0]) if row else None
+    except OSError:
+        return None
+
+
+def pg_cpu_seconds(postmaster: int | None) -> float:
+    """CPU of the postmaster, its live children (backends, walwriter...) and the children that exited."""
+    if postmaster is None:
+        return float("nan")
+    return cpu_seconds([postmaster], with_exited_children=True) + cpu_seconds(_children(postmaster))
 
 
 @contextmanager
@@ -126,46 +156,76 @@ def gunicorn(
         while True:
             try:
                 requests.get(url, timeout=5)
-                break
+                if len(_children(process.pid)) >= workers:
+                    break
             except (requests.ConnectionError, requests.Timeout):
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise RuntimeError(f"gunicorn {app} did not start") from None
-                time.sleep(0.2)
+            time.sleep(0.2)
         yield url, process
     finally:
         process.terminate()
         process.wait(timeout=30)
 
 
-def post_all(url: str, path: Path, key: str | None, concurrency: int) -> tuple[float, int]:
-    """Posts every line of ``path`` with ``concurrency`` threads; returns (seconds, non-201 answers)."""
+def _requests(path: Path, batch: int) -> Iterator[bytes]:
+    """The bodies to post: each line (batch 0), or NDJSON of up to ``batch`` lines and 15 MiB."""
+    with path.open("rb") as lines:
+        if batch == 0:
+            yield from (line.rstrip(b"\n") for line in lines)
+            return
+        pending: list[bytes] = []
+        size = 0
+        for line in lines:
+            if pending and (len(pending) == batch or size + len(line) > 15 * 1024 * 1024):
+                yield b"".join(pending)
+                pending, size = [], 0
+            pending.append(line)
+            size += len(line)
+        if pending:
+            yield b"".join(pending)
+
+
+def post_all(url: str, path: Path, key: str | None, concurrency: int, batch: int = 0) -> tuple[float, int]:
+    """Posts every line of ``path`` (one per request, or in batches) with ``concurrency`` threads.
+
+    Returns (seconds, events not accepted).
+    """
     lock = threading.Lock()
     errors = 0
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    endpoint = f"{url}/api/v1/lineage" + ("/batch" if batch else "")
+    content_type = "application/x-ndjson" if batch else "application/json"
+    headers = {"Content-Type": content_type, **({"Authorization": f"Bearer {key}"} if key else {})}
+    bodies = _requests(path, batch)
 
-    def worker(lines: Iterator[bytes]) -> None:
+    def worker() -> None:
         nonlocal errors
         session = requests.Session()
         while True:
             with lock:  # one shared reader: bounded memory whatever the file's size
-                line = next(lines, None)
-            if line is None:
+                body = next(bodies, None)
+            if body is None:
                 return
-            response = session.post(f"{url}/api/v1/lineage", data=line, headers=headers, timeout=60)
-            if response.status_code != 201:
-                with lock:
-                    errors += 1
+            response = session.post(endpoint, data=body, headers=headers, timeout=300)
+            failed = response.status_code != 201
+            if batch:
+                failed = response.status_code != 200
+                lost = body.count(b"\n") if failed else response.json()["rejected"]
+            with lock:
+                errors += lost if batch else failed
 
-    with path.open("rb") as lines:
-        start = time.perf_counter()
-        with ThreadPoolExecutor(concurrency) as pool:
-            for future in [pool.submit(worker, iter(lines)) for _ in range(concurrency)]:
-                future.result()
-        return time.perf_counter() - start, errors
+    start = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        for future in [pool.submit(worker) for _ in range(concurrency)]:
+            future.result()
+    return time.perf_counter() - start, errors
 
 
-def run_child(command: list[str], database_url: str) -> tuple[float, float, float, int]:
-    """Runs a command; returns (seconds, its peak RSS in MB, its CPU seconds, exit status)."""
+def run_child(
+    command: list[str], database_url: str, postmaster: int | None
+) -> tuple[float, float, float, float, int]:
+    """Runs a command; returns (seconds, its peak RSS in MB, its CPU, PostgreSQL's CPU, exit status)."""
+    pg_before = pg_cpu_seconds(postmaster)
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env_for(database_url), cwd=ROOT, stdout=subprocess.DEVNULL)
     # The child's own peak, polled from /proc: rusage's ru_maxrss would include this (large) process's
@@ -175,11 +235,11 @@ def run_child(command: list[str], database_url: str) -> tuple[float, float, floa
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             break
-        with suppress(FileNotFoundError, ProcessLookupError):
-            peak = max(peak, peak_rss_mb(process.pid))
+        peak = max(peak, peak_rss_mb([process.pid]))
         time.sleep(0.2)
+    seconds = time.perf_counter() - start
     cpu = usage.ru_utime + usage.ru_stime
-    return time.perf_counter() - start, peak, cpu, os.waitstatus_to_exitcode(status)
+    return seconds, peak, cpu, pg_cpu_seconds(postmaster) - pg_before, os.waitstatus_to_exitcode(status)
 
 
 def setup_org(database_url: str, slug: str) -> str:
@@ -199,8 +259,21 @@ def count_jobs(database_url: str, slug: str) -> int:
         return int(row[0]) if row else 0
 
 
+def _http_pass(
+    label: str, what: str, server: tuple[str, subprocess.Popen[bytes]], path: Path, key: str | None,
+    args: argparse.Namespace, events: int, postmaster: int | None, batch: int = 0,
+) -> Result:  # fmt: skip
+    url, process = server
+    workers = _children(process.pid)
+    cpu_before, pg_before = cpu_seconds(workers), pg_cpu_seconds(postmaster)  # leave out start-up
+    concurrency = args.batch_concurrency if batch else args.concurrency
+    seconds, errors = post_all(url, path, key, concurrency, batch)
+    cpu, pg_cpu = cpu_seconds(workers) - cpu_before, pg_cpu_seconds(postmaster) - pg_before
+    return Result(label, what, events, seconds, peak_rss_mb(workers), cpu, pg_cpu, errors)
+
+
 def bench_size(
-    database_url: str, events: int, args: argparse.Namespace, workdir: Path
+    database_url: str, events: int, args: argparse.Namespace, workdir: Path, postmaster: int | None
 ) -> tuple[list[Result], tuple[float, int]]:
     path = workdir / f"events-{events}.jsonl"
     mean_size, max_size = write_events(path, events, seed=events)
@@ -212,51 +285,53 @@ def bench_size(
         flush=True,
     )
     results = []
-    shape = f"gunicorn {args.workers}x{args.threads} gthread, {args.concurrency} client threads"
+    shape = f"gunicorn {args.workers}x{args.threads} gthread"
+    single = f"{shape}, {args.concurrency} clients, 1 event/request"
+    batched = f"{shape}, {args.batch_concurrency} clients, {args.batch} events/request (NDJSON)"
 
-    key = setup_org(database_url, f"http-{events}")
-    with gunicorn("portal:create_app()", database_url, args.workers, args.threads) as (url, process):
-        cpu_before = cpu_seconds(process.pid)  # leave out start-up (imports)
-        seconds, errors = post_all(url, path, key, args.concurrency)
-        peak, cpu = peak_rss_mb(process.pid), cpu_seconds(process.pid) - cpu_before
-        stored = count_jobs(database_url, f"http-{events}")
-        results.append(
-            Result("HTTP API, new jobs", shape, events, seconds, peak, cpu, errors + (events - stored))
-        )
-        cpu_before = cpu_seconds(process.pid)
-        seconds, errors = post_all(url, reruns, key, args.concurrency)
-        peak, cpu = peak_rss_mb(process.pid), cpu_seconds(process.pid) - cpu_before
-        results.append(Result("HTTP API, re-runs", shape, events, seconds, peak, cpu, errors))
+    with gunicorn("portal:create_app()", database_url, args.workers, args.threads) as server:
+        for label, batch, what in (("single", 0, single), ("batch", args.batch, batched)):
+            if label == "single" and events > args.single_max:
+                continue
+            slug = f"{label}-{events}"
+            key = setup_org(database_url, slug)
+            result = _http_pass(
+                f"{label}, new jobs", what, server, path, key, args, events, postmaster, batch
+            )
+            results.append(replace(result, errors=result.errors + events - count_jobs(database_url, slug)))
+            print(f"  {results[-1].path}: {results[-1].rate:.0f}/s", flush=True)
+            results.append(
+                _http_pass(f"{label}, re-runs", what, server, reruns, key, args, events, postmaster, batch)
+            )
+            print(f"  {results[-1].path}: {results[-1].rate:.0f}/s", flush=True)
+
+    slug = f"import-{events}"
+    setup_org(database_url, slug)
+    flask = [sys.executable, "-m", "flask", "--app", "portal", "lineage", "import", str(path), "--org", slug]
+    what = "flask lineage import (1 process, batches of 1000)"
+    seconds, peak, cpu, pg_cpu, status = run_child(flask, database_url, postmaster)
+    errors = (status != 0) + (events - count_jobs(database_url, slug))
+    results.append(Result("import, new jobs", what, events, seconds, peak, cpu, pg_cpu, errors))
+    seconds, peak, cpu, pg_cpu, status = run_child(
+        [*flask[:-3], str(reruns), "--org", slug], database_url, postmaster
+    )
+    results.append(Result("import, re-runs", what, events, seconds, peak, cpu, pg_cpu, status))
+    print(f"  import: {results[-2].rate:.0f}/s, {results[-1].rate:.0f}/s", flush=True)
 
     if not args.skip_baseline:
         with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
             conn.execute("DROP TABLE IF EXISTS bench_raw_events")
             conn.execute("CREATE TABLE bench_raw_events (id bigserial PRIMARY KEY, event jsonb NOT NULL)")
-        with gunicorn("bench.baseline:app", database_url, args.workers, args.threads) as (url, process):
-            cpu_before = cpu_seconds(process.pid)
-            seconds, errors = post_all(url, path, None, args.concurrency)
-            peak, cpu = peak_rss_mb(process.pid), cpu_seconds(process.pid) - cpu_before
-        what = f"{BASELINE_NAME}, same server and client"
-        results.append(Result("HTTP baseline", what, events, seconds, peak, cpu, errors))
-
-    slug = f"import-{events}"
-    setup_org(database_url, slug)
-    flask = [sys.executable, "-m", "flask", "--app", "portal", "lineage", "import", str(path), "--org", slug]
-    seconds, peak, cpu, status = run_child(flask, database_url)
-    stored = count_jobs(database_url, slug)
-    what = "flask lineage import (1 process)"
-    results.append(
-        Result("import, new jobs", what, events, seconds, peak, cpu, (status != 0) + (events - stored))
-    )
-    seconds, peak, cpu, status = run_child([*flask[:-3], str(reruns), "--org", slug], database_url)
-    results.append(Result("import, re-runs", what, events, seconds, peak, cpu, status))
-
-    if not args.skip_baseline:
+        if events <= args.single_max:
+            with gunicorn("bench.baseline:app", database_url, args.workers, args.threads) as server:
+                what = f"{BASELINE_NAME}, served like single"
+                results.append(
+                    _http_pass("HTTP baseline", what, server, path, None, args, events, postmaster)
+                )
         baseline = [sys.executable, "-m", "bench.baseline", str(path), database_url]
-        seconds, peak, cpu, status = run_child(baseline, database_url)
-        results.append(
-            Result("import baseline", f"{BASELINE_NAME}, 1 process", events, seconds, peak, cpu, status)
-        )
+        seconds, peak, cpu, pg_cpu, status = run_child(baseline, database_url, postmaster)
+        what = f"{BASELINE_NAME}, 1 process"
+        results.append(Result("import baseline", what, events, seconds, peak, cpu, pg_cpu, status))
     path.unlink()
     reruns.unlink()
     return results, (mean_size, max_size)
@@ -264,17 +339,18 @@ def bench_size(
 
 def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None:
     header = (
-        f"| {'path':<18} | {'events':>7} | {'time s':>7} | {'events/s':>8} | {'peak RSS MB':>11} "
-        f"| {'CPU ms/event':>12} | {'errors':>6} | how"
+        f"| {'path':<17} | {'events':>7} | {'time s':>7} | {'events/s':>8} | {'app ms/event':>12} "
+        f"| {'PG ms/event':>11} | {'peak RSS MB':>11} | {'errors':>6} | how"
     )
     print()
     print(header)
     print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|---")
     for row in rows:
         print(
-            f"| {row.path:<18} | {row.events:>7} | {row.seconds:>7.1f} | {row.rate:>8.0f} | "
-            f"{row.peak_rss_mb:>11.0f} | {row.cpu_seconds / row.events * 1000:>12.2f} | {row.errors:>6} "
-            f"| {row.what}"
+            f"| {row.path:<17} | {row.events:>7} | {row.seconds:>7.1f} | {row.rate:>8.0f} | "
+            f"{row.cpu_seconds / row.events * 1000:>12.2f} | "
+            f"{row.pg_cpu_seconds / row.events * 1000:>11.2f} | "
+            f"{row.peak_rss_mb:>11.0f} | {row.errors:>6} | {row.what}"
         )
     print()
     for events, (mean, biggest) in sizes.items():
@@ -284,8 +360,8 @@ def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None
         )
     print(f"Baseline: {BASELINE_NAME}.")
     print(
-        "Peak RSS and CPU: HTTP = gunicorn master + workers (VmHWM; CPU after start-up), "
-        "import = the process; PostgreSQL's own CPU is not included."
+        "CPU: app = gunicorn's workers after start-up (or the import process), PG = the postmaster and all "
+        "its processes. Peak RSS: the largest VmHWM of one web worker (or the import process)."
     )
     print(
         f"Machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
@@ -300,16 +376,22 @@ def main() -> None:
     parser.add_argument("--events", type=int, nargs="+", default=[10_000])
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=8, help="client threads, single endpoint")
+    parser.add_argument("--batch", type=int, default=1000, help="events per batch request")
+    parser.add_argument("--batch-concurrency", type=int, default=2, help="client threads, batch endpoint")
+    parser.add_argument(
+        "--single-max", type=int, default=100_000, help="skip the one-event-per-request paths above this size"
+    )
     parser.add_argument("--skip-baseline", action="store_true")
     args = parser.parse_args()
 
     rows: list[Result] = []
     sizes: dict[int, tuple[float, int]] = {}
+    postmaster = postmaster_pid()
     with throwaway_postgres_database() as database_url, tempfile.TemporaryDirectory() as tmp:
         migrate.upgrade(database_url)
         for events in args.events:
-            results, sizes[events] = bench_size(database_url, events, args, Path(tmp))
+            results, sizes[events] = bench_size(database_url, events, args, Path(tmp), postmaster)
             rows += results
     print_table(rows, sizes)
 
