@@ -16,6 +16,7 @@ from redis import Redis
 from rq.job import Job, JobStatus
 from sqlalchemy.orm import Session
 
+from lineage_core.export import checksum
 from lineage_core.export.failures import INTERRUPTED_MESSAGE
 from lineage_core.export.queue import EXPORT_JOB_TIMEOUT_SECONDS, export_job_id, request_export
 from lineage_core.export.run import run_export
@@ -80,6 +81,8 @@ def test_an_export_requested_like_save_does_runs_in_a_worker(
         "version_id": None,
         "trimmed": 0,
         "omitted": 0,
+        "checksum_crc64nvme": checksum.encoded_crc(data),
+        "tagging_error": None,
     }
 
 
