@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
+    CheckConstraint,
     DateTime,
     Enum,
     ForeignKey,
@@ -113,6 +115,24 @@ class User(Base):
     organization: Mapped[Organization | None] = relationship(back_populates="users")
 
 
+class RotationState(enum.StrEnum):
+    """Where a connector's External ID rotation stands (transitions: lineage_core.setup.rotation)."""
+
+    NONE = "none"  # one External ID, in use
+    PENDING = "pending"  # a new ID is minted; exports still use the current one until Save verifies it
+    VERIFIED = "verified"  # exports use the new ID; the old one may still be trusted by the role
+    COMPLETE = "complete"  # the old ID no longer works: only the new one is trusted
+
+
+# Which of the rotation's IDs each state holds, enforced by the database (migration 0009).
+ROTATION_IDS_RULE = (
+    "(rotation_state = 'none' AND new_external_id IS NULL AND old_external_id IS NULL)"
+    " OR (rotation_state = 'pending' AND new_external_id IS NOT NULL AND old_external_id IS NULL)"
+    " OR (rotation_state IN ('verified', 'complete')"
+    " AND new_external_id IS NULL AND old_external_id IS NOT NULL)"
+)
+
+
 class Connector(Base):
     """One "account" of the OpenLineage export: a bucket, a prefix and the customer role that writes to it.
 
@@ -125,12 +145,27 @@ class Connector(Base):
         Index("ix_connectors_org_status", "organization_id", "status"),
         # The scheduler's tick reads only the due rows through this index.
         Index("ix_connectors_status_next_export", "status", "next_export_at"),
+        # An External ID names one connector, whichever column holds it: each column is unique, and
+        # lineage_core.setup.rotations mints a new ID only when none of the three columns has it.
+        Index("uq_connectors_new_external_id", "new_external_id", unique=True),
+        Index("uq_connectors_old_external_id", "old_external_id", unique=True),
+        CheckConstraint(ROTATION_IDS_RULE, name="ck_connectors_rotation_ids"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     status: Mapped[ConnectorStatus] = mapped_column(_enum(ConnectorStatus), default=ConnectorStatus.DRAFT)
-    external_id: Mapped[str] = mapped_column(String(128), unique=True)
+    external_id: Mapped[str] = mapped_column(String(128), unique=True)  # the one exports use
+
+    # External ID rotation (lineage_core.setup.rotations): the ID being rotated in until Save verifies
+    # it, the ID rotated out afterwards, and what the last AssumeRole with that old ID said, and when.
+    rotation_state: Mapped[RotationState] = mapped_column(
+        _enum(RotationState), default=RotationState.NONE, server_default=RotationState.NONE.value
+    )
+    new_external_id: Mapped[str | None] = mapped_column(String(128))
+    old_external_id: Mapped[str | None] = mapped_column(String(128))
+    old_external_id_works: Mapped[bool | None] = mapped_column(Boolean)
+    old_external_id_checked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
     bucket: Mapped[str | None] = mapped_column(String(63))
     prefix: Mapped[str] = mapped_column(String(1024), default="")
@@ -196,6 +231,11 @@ class ExportRun(Base):
     # out of the file. NULL for runs that did not succeed, and for runs recorded before they were kept.
     trimmed: Mapped[int | None] = mapped_column(Integer)
     omitted: Mapped[int | None] = mapped_column(Integer)
+    # The export object's full-object CRC64NVME checksum (base64, as S3 verified and stores it), and why
+    # its event-count tag is missing when it is (lineage_core.export.object_metadata). NULL for runs
+    # that did not succeed, and for runs recorded before they were kept.
+    checksum_crc64nvme: Mapped[str | None] = mapped_column(String(16))
+    tagging_error: Mapped[str | None] = mapped_column(Text)
     # The lease of a running run (lineage_core.export.lease): the attempt that owns it, and until when.
     # Its worker renews it while it works; only an expired lease lets the tick close the run or another
     # attempt (an RQ retry) take it over, and an attempt that lost it never completes its upload.
@@ -266,6 +306,8 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # Space-separated scopes (lineage_core.accounts.api_keys.Scope); keys older than scopes could only ingest.
+    scopes: Mapped[str] = mapped_column(String(200), default="lineage:write", server_default="lineage:write")
 
 
 class AuditEvent(Base):
