@@ -41,6 +41,14 @@ def _create(app: Flask, client: FlaskClient, db: Session, org: Organization) -> 
     return Action.CONNECTION_CREATED
 
 
+def _cancel_rotation(app: Flask, client: FlaskClient, db: Session, org: Organization) -> str:
+    connector = make_connector(db, org)
+    key = scoped_key(db, org, Scope.CONNECTIONS_WRITE)
+    assert call(client, "POST", f"{BASE}/{connector.id}/rotation", key).status_code == 200
+    assert call(client, "DELETE", f"{BASE}/{connector.id}/rotation", key).status_code == 200
+    return Action.ROTATION_CANCELLED
+
+
 API_SCENARIOS: dict[str, Scenario] = {
     "connections_api.create_connection": _create,
     "connections_api.change_connection": _on_connection("PATCH", "", Action.CONNECTION_EDITED),
@@ -48,6 +56,8 @@ API_SCENARIOS: dict[str, Scenario] = {
     "connections_api.activate_connection": _on_connection("POST", "/activate", "connection.save"),
     "connections_api.export_now": _on_connection("POST", "/exports", Action.CONNECTION_EXPORT_REQUESTED),
     "connections_api.pause_connection": _on_connection("POST", "/pause", Action.CONNECTION_PAUSED),
+    "connections_api.start_rotation": _on_connection("POST", "/rotation", Action.ROTATION_STARTED),
+    "connections_api.cancel_rotation": _cancel_rotation,
     "connections_api.resume_connection": _on_connection(
         "POST", "/resume", Action.CONNECTION_RESUMED, ConnectorStatus.PAUSED
     ),

@@ -435,3 +435,44 @@ def test_a_revoked_key_stops_working(
 def test_login_does_not_leak_into_the_api(client: FlaskClient, admin: Any) -> None:
     login(client, admin.email)
     assert client.get(f"{BASE}/1").status_code == 401
+
+
+# External ID rotation -----------------------------------------------------------------------------------
+
+
+def test_rotation_starts_and_cancels_through_the_api(
+    client: FlaskClient, db: Session, key: str, org: Organization
+) -> None:
+    connector = make_connector(db, org)
+    url = f"{BASE}/{connector.id}/rotation"
+    assert call(client, "GET", f"{BASE}/{connector.id}", key).get_json()["rotation"]["state"] == "none"
+
+    started = call(client, "POST", url, key)
+    assert started.status_code == 200, started.get_json()
+    rotation = started.get_json()["rotation"]
+    assert rotation["state"] == "pending"
+    assert rotation["externalId"] == connector.external_id and rotation["newExternalId"]
+    assert started.get_json()["connection"]["rotation"] == rotation
+    # The template now trusts both IDs.
+    template = call(client, "GET", f"{BASE}/{connector.id}/cloudformation", key).get_data(as_text=True)
+    assert connector.external_id in template and rotation["newExternalId"] in template
+
+    again = call(client, "POST", url, key)
+    assert (again.status_code, again.get_json()["error"], again.get_json()["field"]) == (
+        409,
+        "rotation_refused",
+        "rotation",
+    )
+    cancelled = call(client, "DELETE", url, key)
+    assert cancelled.status_code == 200 and cancelled.get_json()["rotation"]["state"] == "none"
+    assert call(client, "DELETE", url, key).status_code == 409
+    prefix = key_prefix_of(key)
+    assert [e.actor for e in _audit(db, "connection.external_id_rotation_started")] == [prefix]
+    assert [e.actor for e in _audit(db, "connection.external_id_rotation_cancelled")] == [prefix]
+
+
+def test_a_draft_cannot_rotate(client: FlaskClient, db: Session, key: str, org: Organization) -> None:
+    connector = make_connector(db, org, status=ConnectorStatus.DRAFT)
+    response = call(client, "POST", f"{BASE}/{connector.id}/rotation", key)
+    assert response.status_code == 409 and "Finish the setup" in response.get_json()["message"]
+    assert _audit(db, "connection.external_id_rotation_started") == []

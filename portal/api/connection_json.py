@@ -14,7 +14,7 @@ from flask import url_for
 from sqlalchemy import inspect
 
 from lineage_core.infra.models import Connector, ExportRun
-from lineage_core.setup import connectors
+from lineage_core.setup import connectors, rotations
 from lineage_core.setup.destination import EXPORT_FILE_NAME, s3_url
 from portal.database import get_db
 from portal.integrations.card import card_view
@@ -78,6 +78,7 @@ def connection_json(connector: Connector) -> dict[str, Any]:
         "createdAt": _value(connector.created_at),
         "updatedAt": _value(connector.updated_at),
         "card": {camel(name): value for name, value in card.items()},
+        "rotation": rotations.rotation_view(connector),
         "links": links,
     }
     return body

@@ -10,13 +10,16 @@ body, is the OpenAPI document (:mod:`portal.api.openapi`, served at ``/api/v1/op
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Response, request, url_for
+from sqlalchemy.orm import Session
 
 from lineage_core.accounts.api_keys import Scope
 from lineage_core.infra.models import Connector, ConnectorStatus
-from lineage_core.setup import cloudformation, connectors, terraform_bundle
+from lineage_core.ops.audit import Actor
+from lineage_core.setup import cloudformation, connectors, rotations, terraform_bundle
 from lineage_core.setup.role_spec import RoleSpec
 from lineage_core.setup.write_check import WriteCheckError
 from portal.api.auth import api_key_required, current_api_actor, current_caller
@@ -247,6 +250,31 @@ def list_runs(connector_id: int) -> Response:
         )
     runs = connectors.history(get_db(), connector.id, int(raw))
     return json_response({"runs": [run_json(run) for run in runs]})
+
+
+@bp.post("/<int:connector_id>/rotation")
+@api_key_required(WRITE)
+def start_rotation(connector_id: int) -> Response:
+    """The card's "Rotate External ID": the downloads trust a new ID too until activate verifies it."""
+    return _rotate(connector_id, lifecycle.start_rotation)
+
+
+@bp.delete("/<int:connector_id>/rotation")
+@api_key_required(WRITE)
+def cancel_rotation(connector_id: int) -> Response:
+    """The card's "Cancel rotation": the new ID is forgotten; the current one stays in use."""
+    return _rotate(connector_id, lifecycle.cancel_rotation)
+
+
+def _rotate(connector_id: int, step: Callable[[Session, Connector, Actor], None]) -> Response:
+    connector = _connection(connector_id)
+    try:
+        step(get_db(), connector, current_api_actor())
+    except rotations.RotationError as error:
+        raise ApiError.one(409, "rotation_refused", "rotation", str(error)) from None
+    return json_response(
+        {"connection": connection_json(connector), "rotation": rotations.rotation_view(connector)}
+    )
 
 
 def _role_spec(connector: Connector) -> RoleSpec:

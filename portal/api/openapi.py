@@ -214,6 +214,38 @@ def _connection_paths() -> Json:
                 parameters=one,
             )
         },
+        "/api/v1/connections/{connector_id}/rotation": {
+            "post": _operation(
+                "startRotation",
+                "Rotate the External ID: start",
+                write,
+                {
+                    "200": _json(_ref("RotationChange"), "A new External ID is ready."),
+                    "404": _NOT_FOUND,
+                    "409": _error(
+                        "The connection was never activated, or a rotation is already under way "
+                        "(`rotation_refused`)."
+                    ),
+                },
+                description=(
+                    "The downloads then trust the new ID beside the current one: update the stack with "
+                    "them, then activate, which verifies the new ID. Until then exports keep using the "
+                    "current one."
+                ),
+                parameters=one,
+            ),
+            "delete": _operation(
+                "cancelRotation",
+                "Cancel the External ID's rotation",
+                write,
+                {
+                    "200": _json(_ref("RotationChange"), "Cancelled: the current External ID stays."),
+                    "404": _NOT_FOUND,
+                    "409": _error("No rotation is pending (`rotation_refused`)."),
+                },
+                parameters=one,
+            ),
+        },
         "/api/v1/connections/{connector_id}/runs": {
             "get": _operation(
                 "listRuns",
@@ -457,7 +489,16 @@ def _schemas() -> Json:
         },
         "Connection": {
             "type": "object",
-            "required": ["id", "status", "externalId", "settings", "settingsComplete", "card", "links"],
+            "required": [
+                "id",
+                "status",
+                "externalId",
+                "settings",
+                "settingsComplete",
+                "card",
+                "rotation",
+                "links",
+            ],
             "properties": {
                 "id": {"type": "integer"},
                 "status": {"type": "string", "enum": ["draft", "active", "paused"]},
@@ -477,11 +518,27 @@ def _schemas() -> Json:
                 "updatedAt": time,
                 "card": _ref("Card"),
                 "links": _ref("Links"),
-                "rotation": {
-                    "type": "object",
-                    "description": "The External ID's rotation, when one is under way.",
-                },
+                "rotation": _ref("Rotation"),
             },
+        },
+        "Rotation": {
+            "type": "object",
+            "description": "The External ID's rotation (state none, pending, verified or complete).",
+            "required": ["state", "externalId", "message"],
+            "properties": {
+                "state": {"type": "string", "enum": ["none", "pending", "verified", "complete"]},
+                "externalId": {"type": "string"},
+                "newExternalId": _nullable("string"),
+                "oldExternalId": _nullable("string"),
+                "oldIdStillWorks": _nullable("boolean"),
+                "oldIdCheckedAt": time,
+                "message": {"type": "string"},
+            },
+        },
+        "RotationChange": {
+            "type": "object",
+            "required": ["connection", "rotation"],
+            "properties": {"connection": _ref("Connection"), "rotation": _ref("Rotation")},
         },
         "ConnectionList": {
             "type": "object",

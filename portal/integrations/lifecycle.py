@@ -265,3 +265,34 @@ def set_paused(session: Session, connector: Connector, paused: bool, actor: Acto
     _audit(Action.CONNECTION_PAUSED if paused else Action.CONNECTION_RESUMED, actor, connector)
     session.commit()
     return True
+
+
+def start_rotation(session: Session, connector: Connector, actor: Actor) -> None:
+    """ "Rotate External ID": a new ID the downloads trust beside the current one, audited. Commits.
+
+    Raises:
+        RotationError: the connection was never saved, or a rotation is already under way (nothing
+            is changed).
+    """
+    try:
+        rotations.start_rotation(session, connector)
+    except rotations.RotationError:
+        session.rollback()
+        raise
+    _audit(Action.ROTATION_STARTED, actor, connector)
+    session.commit()
+
+
+def cancel_rotation(session: Session, connector: Connector, actor: Actor) -> None:
+    """ "Cancel rotation": the new ID is forgotten and the current one stays, audited. Commits.
+
+    Raises:
+        RotationError: no rotation is pending (nothing is changed).
+    """
+    try:
+        rotations.cancel_rotation(session, connector)
+    except rotations.RotationError:
+        session.rollback()
+        raise
+    _audit(Action.ROTATION_CANCELLED, actor, connector)
+    session.commit()
