@@ -412,6 +412,9 @@ def test_openlineage_export_web_serves_the_portal(installed: Installed) -> None:
     try:
         body = _get_when_up(f"http://127.0.0.1:{port}/login", web, log)
         assert 'name="password"' in body
+        # The API's OpenAPI document ships in the wheel (portal/api/openapi.py) and is served from it.
+        document = json.loads(_get_when_up(f"http://127.0.0.1:{port}/api/v1/openapi.json", web, log))
+        assert document["openapi"] == "3.1.0" and "/api/v1/connections" in document["paths"]
     finally:
         web.send_signal(signal.SIGTERM)
         web.wait(timeout=30)
