@@ -159,5 +159,22 @@ def test_read_panel_gives_bucket_prefix_mask_and_a_least_privilege_policy(
         "StringLike": {"s3:prefix": ["foundational/openlineage", "foundational/openlineage/*"]}
     }
     assert statements["LocateBucket"]["Action"] == "s3:GetBucketLocation"
-    actions = {s["Action"] for s in policy["Statement"]}
-    assert actions == {"s3:GetObject", "s3:ListBucket", "s3:GetBucketLocation"}
+    # Read-only, nothing more: the spec's three actions, and reading the file's tags and checksum.
+    assert statements["VerifyExport"] == {
+        "Sid": "VerifyExport",
+        "Effect": "Allow",
+        "Action": ["s3:GetObjectTagging", "s3:GetObjectAttributes"],
+        "Resource": "arn:aws:s3:::acme-lineage/foundational/openlineage/*.jsonl",
+    }
+    actions = {
+        a
+        for s in policy["Statement"]
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
+    assert actions == {
+        "s3:GetObject",
+        "s3:ListBucket",
+        "s3:GetBucketLocation",
+        "s3:GetObjectTagging",
+        "s3:GetObjectAttributes",
+    }

@@ -77,3 +77,34 @@ def test_the_reader_can_read_the_export_and_nothing_else(aws: str, prefix: str) 
     assert _denied(lambda: s3.delete_object(Bucket=BUCKET, Key=export_key))
     assert _denied(lambda: s3.get_object(Bucket=BUCKET, Key="private/secrets.csv"))
     assert _denied(lambda: s3.get_object(Bucket="other-bucket", Key="openlineage-events.jsonl"))
+
+
+def test_the_reader_can_check_the_export_without_downloading_it(aws: str) -> None:
+    admin = s3_client(aws)
+    admin.create_bucket(Bucket=BUCKET)
+    export_key = f"{PREFIX}/openlineage-events.jsonl"
+    admin.put_object(
+        Bucket=BUCKET,
+        Key=export_key,
+        Body=b'{"eventType":"COMPLETE"}\n',
+        ChecksumAlgorithm="CRC64NVME",
+        Tagging="event-count=1",
+    )
+    admin.put_object(Bucket=BUCKET, Key="private/secrets.csv", Body=b"x", Tagging="owner=finance")
+
+    s3 = _reader_s3(aws, reader_policy(BUCKET, PREFIX))
+    tags = s3.get_object_tagging(Bucket=BUCKET, Key=export_key)["TagSet"]
+    assert {"Key": "event-count", "Value": "1"} in tags
+    attributes = s3.get_object_attributes(
+        Bucket=BUCKET, Key=export_key, ObjectAttributes=["Checksum", "ObjectSize"]
+    )
+    assert attributes["Checksum"]["ChecksumCRC64NVME"]
+    assert attributes["ObjectSize"] == len(b'{"eventType":"COMPLETE"}\n')
+
+    # Read-only: the reader can neither change the tags nor look at other objects' tags.
+    assert _denied(
+        lambda: s3.put_object_tagging(
+            Bucket=BUCKET, Key=export_key, Tagging={"TagSet": [{"Key": "event-count", "Value": "9"}]}
+        )
+    )
+    assert _denied(lambda: s3.get_object_tagging(Bucket=BUCKET, Key="private/secrets.csv"))

@@ -11,7 +11,9 @@ def reader_policy(bucket: str, prefix: str, partition: str = "aws") -> dict[str,
     """s3:GetObject on the export, s3:ListBucket on the prefix, s3:GetBucketLocation on the bucket.
 
     GetObject is granted on ``*.jsonl`` directly under the prefix: exactly the file mask readers use,
-    and nothing else the bucket may hold under that prefix.
+    and nothing else the bucket may hold under that prefix. The same objects' tags and attributes
+    (read-only) let a reader check the file without downloading it: its ``event-count`` tag and its
+    full-object CRC64NVME checksum (lineage_core.export.object_metadata).
     """
     bucket_arn = f"arn:{partition}:s3:::{bucket}"
     listing: dict[str, Any] = {
@@ -29,6 +31,12 @@ def reader_policy(bucket: str, prefix: str, partition: str = "aws") -> dict[str,
                 "Sid": "ReadExport",
                 "Effect": "Allow",
                 "Action": "s3:GetObject",
+                "Resource": f"{bucket_arn}/{object_key(prefix, '*.jsonl')}",
+            },
+            {
+                "Sid": "VerifyExport",
+                "Effect": "Allow",
+                "Action": ["s3:GetObjectTagging", "s3:GetObjectAttributes"],
                 "Resource": f"{bucket_arn}/{object_key(prefix, '*.jsonl')}",
             },
             listing,
