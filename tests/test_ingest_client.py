@@ -221,3 +221,25 @@ def test_a_chunked_body_over_the_limit_is_cut_off_with_a_413(
         timeout=10,
     )
     assert ok.status_code == 201
+
+
+def test_the_clients_events_as_a_batch_give_the_graph_the_client_gives_one_by_one(
+    server_url: str, db: Session, org: Organization
+) -> None:
+    """openlineage-python 1.54 has no batch transport (its HTTP transports emit one event per request):
+    its own serialization of the events, one per line, is what a producer batching them would post."""
+    start, complete = events(str(uuid.uuid4()))
+    client_for(server_url, make_key(db, org)).emit(start)
+    client_for(server_url, make_key(db, org, "second")).emit(complete)
+
+    batched = make_org(db, "batched")
+    body = "\n".join(Serde.to_json(event) for event in (start, complete)).encode()
+    response = requests.post(
+        f"{server_url}/api/v1/lineage/batch",
+        data=body,
+        headers={"Authorization": f"Bearer {make_key(db, batched)}", "Content-Type": "application/x-ndjson"},
+        timeout=10,
+    )
+    assert response.status_code == 200
+    assert [r["lineage"] for r in response.json()["results"]] == ["not_carried", "replaced"]
+    assert graph_of(db, batched.id) == graph_of(db, org.id) != []

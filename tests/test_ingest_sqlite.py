@@ -72,3 +72,29 @@ def test_ingest_on_sqlite(sqlite_client: FlaskClient, sqlite_db: Session) -> Non
     (job,) = graph_of(sqlite_db, org.id)
     assert ([d["name"] for d in job["inputs"]], [d["name"] for d in job["outputs"]]) == (["a"], ["b"])
     assert job["sql_dialect"] == "postgres"
+
+
+def test_the_batch_endpoint_on_sqlite(sqlite_client: FlaskClient, sqlite_db: Session) -> None:
+    """SQLite stores a batch event by event (one transaction each): the same answers, the same graph."""
+    org: Organization = make_org(sqlite_db, "acme")
+    key = make_key(sqlite_db, org)
+    events = [
+        orders_event(time="2024-05-02T00:00:00Z"),
+        {"eventTime": "yesterday"},
+        orders_event(time="2024-05-01T00:00:00Z"),
+    ]
+    response = sqlite_client.post(
+        "/api/v1/lineage/batch",
+        data=b"\n".join(orjson.dumps(e) for e in events),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-ndjson"},
+    )
+    assert response.status_code == 200
+    answer = response.get_json()
+    assert (answer["accepted"], answer["rejected"]) == (2, 1)
+    assert [r.get("lineage", r.get("error")) for r in answer["results"]] == [
+        "replaced",
+        "invalid_event",
+        "stale",
+    ]
+    (job,) = graph_of(sqlite_db, org.id)
+    assert job["lineage_event_time"].isoformat() == "2024-05-02T00:00:00+00:00"
