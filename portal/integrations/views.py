@@ -10,7 +10,7 @@ from werkzeug.wrappers.response import Response as BaseResponse
 from lineage_core.export.reader_guide import reader_guide
 from lineage_core.infra.models import Connector, ConnectorStatus
 from lineage_core.ops.audit import Action
-from lineage_core.setup import cloudformation, connectors, quick_create
+from lineage_core.setup import cloudformation, connectors, quick_create, stack_update
 from lineage_core.setup.connectors import ConnectorSettings
 from lineage_core.setup.destination import export_key, partition_for_region, s3_url
 from lineage_core.setup.reader_policy import reader_policy
@@ -145,6 +145,12 @@ def _deploy_page(connector: Connector, error: str | None = None, status: int = 2
             editing=_editing(connector),
             quick_create_url=quick_create.url_for_connector(settings(), connector),
             terraform_snippet=terraform_views.snippet_for(connector),
+            # The values to check on CloudFormation's Parameters page when updating a stack, and the CLI
+            # command with each one: the console keeps the stack's current values (stack_update).
+            stack_update=stack_update.stack_update(
+                RoleSpec.for_connector(connector, settings().vendor_account_id),
+                cloudformation.download_name(connector),
+            ),
             export_url=s3_url(connector.bucket or "", connector.prefix, "openlineage-events.jsonl"),
         ),
         status,
