@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from bench import parse_baseline as baseline
 from lineage_core.demo.synthetic import iter_synthetic_events
 from lineage_core.lineage import parse
+from lineage_core.lineage.event import Event
 from lineage_core.lineage.fast_path import read_valid_event
 from tests.factories import dataset, documentation, facet, feature_events, orders_event, run_event, schema
 
@@ -149,11 +150,10 @@ def outcome(read: Callable[..., Any], document: Any) -> Any:
 
 
 def assert_same_answer(document: Any) -> None:
-    """Both validators answer ``document`` (bytes, str or a decoded dict) alike."""
-    expected = outcome(
-        baseline.parse_event if isinstance(document, bytes | str) else baseline.check_event, document
-    )
-    got = outcome(parse.parse_event if isinstance(document, bytes | str) else parse.check_event, document)
+    """Both validators answer ``document`` (JSON text in any form orjson reads, or a dict) alike."""
+    text = isinstance(document, bytes | bytearray | memoryview | str)
+    expected = outcome(baseline.parse_event if text else baseline.check_event, document)
+    got = outcome(parse.parse_event if text else parse.check_event, document)
     assert got == expected
     assert repr(got) == repr(expected)  # also tells an EventType from an equal str, a tuple from a list
 
@@ -343,6 +343,18 @@ def test_ordinal_positions_at_the_parsers_integer_limits_are_judged_alike(value:
     event["outputs"][0]["facets"]["schema"]["fields"][0]["ordinal_position"] = value
     assert_same_answer(event)
     assert_same_answer(json.dumps(event).encode())
+
+
+@pytest.mark.parametrize("buffer", [bytearray, memoryview])
+def test_bodies_in_other_buffers_orjson_reads_are_judged_alike(buffer: Callable[[bytes], Any]) -> None:
+    # An element of a batch may arrive as a view into the request body rather than bytes of its own.
+    nul_in_name = orders_event()
+    nul_in_name["job"]["name"] = "etl\x00orders"
+    nul_ignored = orders_event()
+    nul_ignored["run"]["facets"] = {"parent": {"note": "\x00"}}
+    for event in (orders_event(), nul_in_name, nul_ignored):
+        assert_same_answer(buffer(orjson.dumps(event)))
+    assert isinstance(outcome(parse.parse_event, buffer(orjson.dumps(nul_ignored))), Event)
 
 
 def test_a_nul_in_an_ignored_facet_is_accepted_by_both() -> None:

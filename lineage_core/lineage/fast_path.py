@@ -48,6 +48,8 @@ from lineage_core.lineage.rules import (
     to_utc_datetime,
 )
 
+JsonText = bytes | bytearray | memoryview | str  # what orjson.loads reads
+
 _FIELDS = tuple[Field, ...]
 _INPUT_FIELD_LISTS = list[tuple[InputField, ...]]
 _NAME = attrgetter("name")
@@ -59,7 +61,7 @@ class _NotValidError(Exception):
     """Raised anywhere below at the first broken rule; the detailed checker then says which."""
 
 
-def read_valid_event(data: object, now: datetime, *, json_text: bytes | str | None = None) -> Event | None:
+def read_valid_event(data: object, now: datetime, *, json_text: JsonText | None = None) -> Event | None:
     """The event ``data`` (decoded JSON) describes, or None if it breaks any rule of the checker.
 
     Args:
@@ -84,7 +86,7 @@ def read_valid_event(data: object, now: datetime, *, json_text: bytes | str | No
     return None
 
 
-def _may_hold_nul(data: dict[str, object], json_text: bytes | str | None) -> bool:
+def _may_hold_nul(data: dict[str, object], json_text: JsonText | None) -> bool:
     """Whether any string of ``data`` may hold a NUL (which no stored string may: PostgreSQL refuses it).
 
     JSON can carry a NUL only as the escape ``\\u0000`` (a raw one is malformed), so one search of the
@@ -98,6 +100,8 @@ def _may_hold_nul(data: dict[str, object], json_text: bytes | str | None) -> boo
             return True
     if isinstance(json_text, str):
         return "\\u0000" in json_text
+    if isinstance(json_text, memoryview):  # one element of a batch, say: no substring search on a view
+        json_text = json_text.tobytes()
     return b"\\u0000" in json_text
 
 

@@ -43,7 +43,7 @@ from lineage_core.lineage.event import (
     Sql,
     Transformation,
 )
-from lineage_core.lineage.fast_path import read_valid_event
+from lineage_core.lineage.fast_path import JsonText, read_valid_event
 from lineage_core.lineage.limits import check_event_size
 from lineage_core.lineage.models import FIELD_NAME_MAX, LABEL_MAX, NAME_MAX, NAMESPACE_MAX
 from lineage_core.lineage.rules import (
@@ -118,7 +118,7 @@ def check_event(data: Any, *, now: datetime | None = None) -> Event:
     return _checked(data, now, json_text=None)
 
 
-def _checked(data: Any, now: datetime | None, json_text: bytes | str | None) -> Event:
+def _checked(data: Any, now: datetime | None, json_text: JsonText | None) -> Event:
     breach = check_event_size(data)
     if breach is not None:
         raise EventTooLargeError([Problem(breach.field, "too_many_items", breach.message)])
