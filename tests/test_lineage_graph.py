@@ -15,10 +15,12 @@ from lineage_core.demo.synthetic import iter_synthetic_events
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import get_engine, session_factory
 from lineage_core.infra.models import Organization
+from lineage_core.lineage import graph_prefetch
 from lineage_core.lineage.graph import (
     JobLineage,
     count_org_jobs,
     iter_org_graph,
+    iter_org_graph_serial,
 )
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.parse import check_event
@@ -151,7 +153,7 @@ def test_input_fields_without_transformations_and_several_transformations_keep_t
 
 
 def test_pages_cover_every_job_once_in_id_order_with_six_queries_each(
-    settings: Settings, db: Session, org: Organization
+    settings: Settings, db: Session, org: Organization, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     load(db, org, list(iter_synthetic_events(23, seed=7)))
     other = make_org(db, "globex")
@@ -161,15 +163,38 @@ def test_pages_cover_every_job_once_in_id_order_with_six_queries_each(
     db.rollback()
 
     with counted_selects(settings.database_url) as selects:
-        paged = list(iter_org_graph(db, org_id, batch_size=5))
-    assert paged == everything
+        paged = list(iter_org_graph_serial(db, org_id, batch_size=5))
+    db.rollback()
+    prefetched_statements: list[str] = []
+    fetch_page = graph_prefetch.fetch_page
+
+    def counted_fetch(cursor: Any, *args: Any) -> Any:
+        return fetch_page(_CountingCursor(cursor, prefetched_statements), *args)
+
+    monkeypatch.setattr(graph_prefetch, "fetch_page", counted_fetch)
+    prefetched = list(iter_org_graph(db, org_id, batch_size=5))
+    assert paged == prefetched == everything
     assert len(paged) == count_org_jobs(db, org.id) == 23
     assert [job.id for job in paged] == sorted(job.id for job in paged)
     # 5 pages of (jobs, datasets, datasets derived from SQL, fields, lineage, lineage derived from SQL)
     # + the empty page that ends the iteration: the number of queries depends on the number of pages,
-    # never on the number of jobs or datasets.
-    assert len(selects) == 5 * 6 + 1
+    # never on the number of jobs or datasets. The same for the prefetching read (its second connection
+    # runs them; every dataset the lineage cites is linked here, so no query names others).
+    assert len(selects) == len(prefetched_statements) == 5 * 6 + 1
     assert count_org_jobs(db, other.id) == 5
+
+
+class _CountingCursor:
+    def __init__(self, cursor: Any, statements: list[str]) -> None:
+        self._cursor = cursor
+        self._statements = statements
+
+    def execute(self, statement: str, params: Any = None) -> Any:
+        self._statements.append(statement)
+        return self._cursor.execute(statement, params)
+
+    def fetchall(self) -> Any:
+        return self._cursor.fetchall()
 
 
 def test_jobs_of_another_organization_in_the_same_id_range_are_not_read(

@@ -158,22 +158,20 @@ def count_org_jobs(session: Session, organization_id: int) -> int:
 def iter_org_graph(session: Session, organization_id: int, batch_size: int = 500) -> Iterator[JobLineage]:
     """Every job of the organization with its inputs, outputs, fields and column lineage, by ascending id.
 
-    Memory: bounded by one page of ``batch_size`` jobs (their datasets, fields and lineage rows), never
-    by the size of the organization. Each page costs six queries, whatever the number of jobs in it:
-    the page of jobs (keyset pagination on ``(organization_id, id)``, no OFFSET), their input/output
-    datasets (reported, and derived from SQL), those datasets' fields, and their column lineage
-    (reported, and derived from SQL); plus one per thousand datasets that the
-    page's column lineage names without the jobs listing them as inputs (usually none). Results are
-    plain Core rows, so the session's identity map does not grow either.
+    Memory: bounded by a few pages of ``batch_size`` jobs (their datasets, fields and lineage rows), never
+    by the size of the organization. Each page is a fixed number of queries, whatever the number of jobs
+    in it, with keyset pagination on ``(organization_id, id)`` (no OFFSET).
 
-    On PostgreSQL it sets ``plan_cache_mode = force_custom_plan`` with SET LOCAL, i.e. for the rest of
-    the caller's transaction, so that each page's queries are planned for the tables as they are.
+    On PostgreSQL the pages are fetched on a second connection, one page ahead, while the caller works
+    on the current one (:mod:`lineage_core.lineage.graph_prefetch`); that connection imports the
+    snapshot of the session's transaction, so the whole iteration sees the database as of the first
+    ``next()``: one consistent snapshot of the org, whatever the session's isolation level. A session
+    whose transaction has written reads serially on its own connection instead (its uncommitted rows
+    are in no snapshot another connection can import), as does SQLite: see
+    :func:`iter_org_graph_serial`. Both reads yield equal jobs from equal data.
 
-    Consistency: each query sees the data committed when it runs. For a snapshot in which every job is
-    as of one instant, call it inside a REPEATABLE READ transaction on PostgreSQL, e.g.
-    ``session.connection(execution_options={"isolation_level": "REPEATABLE READ"})`` before the first
-    ``next()``. Jobs created while the iteration runs may or may not be included. The function never
-    commits nor ends the session's transaction; close the generator (or exhaust it) before reusing it.
+    The function never commits nor ends the session's transaction; close the generator (or exhaust it)
+    before reusing the session. Closing it stops and joins the fetching thread.
 
     Args:
         session: any session on the product's database (PostgreSQL or SQLite).
@@ -186,6 +184,39 @@ def iter_org_graph(session: Session, organization_id: int, batch_size: int = 500
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    bind = session.get_bind()
+    if bind.dialect.name == "postgresql":
+        # Imported here: the prefetching read builds this module's types.
+        from lineage_core.lineage.graph_prefetch import export_snapshot, iter_prefetched_graph
+
+        snapshot = export_snapshot(session)
+        if snapshot is not None:
+            yield from iter_prefetched_graph(session, snapshot, organization_id, batch_size)
+            return
+    yield from iter_org_graph_serial(session, organization_id, batch_size)
+
+
+def iter_org_graph_serial(
+    session: Session, organization_id: int, batch_size: int = 500
+) -> Iterator[JobLineage]:
+    """:func:`iter_org_graph` read on the session's own connection, one page after the other.
+
+    The read of SQLite, and of a PostgreSQL transaction that has written. Memory: one page. Each page
+    costs six queries: the page of jobs, their input/output datasets (reported, and derived from SQL),
+    those datasets' fields, and their column lineage (reported, and derived from SQL); plus one per
+    thousand datasets that the page's column lineage names without the jobs listing them as inputs
+    (usually none). Results are plain Core rows, so the session's identity map does not grow either.
+
+    On PostgreSQL it sets ``plan_cache_mode = force_custom_plan`` with SET LOCAL, i.e. for the rest of
+    the caller's transaction, so that each page's queries are planned for the tables as they are.
+
+    Consistency: each query sees the data committed when it runs. For a snapshot in which every job is
+    as of one instant, call it inside a REPEATABLE READ transaction on PostgreSQL, e.g.
+    ``session.connection(execution_options={"isolation_level": "REPEATABLE READ"})`` before the first
+    ``next()``. Jobs created while the iteration runs may or may not be included.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
     if session.get_bind().dialect.name == "postgresql":
         # Same reason as in merge.apply_event: a generic plan made while the tables were small (or never
         # analyzed) would scan them whole on every page.
@@ -193,7 +224,7 @@ def iter_org_graph(session: Session, organization_id: int, batch_size: int = 500
     after = 0
     while True:
         jobs = session.execute(
-            select(*_JOB_COLUMNS)
+            select(*JOB_COLUMNS)
             .where(_JOBS.c.organization_id == organization_id, _JOBS.c.id > after)
             .order_by(_JOBS.c.id)
             .limit(batch_size)
@@ -209,7 +240,7 @@ def iter_org_graph(session: Session, organization_id: int, batch_size: int = 500
 
 
 # The job's columns in the order of JobLineage's fields from ``id`` to ``lineage_event_time``.
-_JOB_COLUMNS = tuple(
+JOB_COLUMNS = tuple(
     _JOBS.c[name]
     for name in (
         "id",
@@ -248,7 +279,9 @@ def _build_page(session: Session, jobs: Sequence[Row[Any]], in_page: Any) -> Ite
             if direction == "input":
                 inputs.append(InputDataset(namespace, name, description, dataset_fields))
             else:
-                per_field, dependencies = _with_derived(lineage.get(dataset_id), derived.get(dataset_id))
+                per_field, dependencies = with_derived_lineage(
+                    lineage.get(dataset_id), derived.get(dataset_id)
+                )
                 outputs.append(
                     OutputDataset(namespace, name, description, dataset_fields, per_field, dependencies)
                 )
@@ -410,7 +443,7 @@ def _lineage_by_output(
 _Lineage = tuple[dict[str, FieldInputsJson], list[InputFieldJson]]
 
 
-def _with_derived(reported: _Lineage | None, derived: _Lineage | None) -> _Lineage:
+def with_derived_lineage(reported: _Lineage | None, derived: _Lineage | None) -> _Lineage:
     """An output's column lineage: what the producer reported, with the gaps filled from the SQL.
 
     Reported lineage is kept exactly as sent. A derived entry is used only for an output field the
