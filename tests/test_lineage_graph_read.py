@@ -314,6 +314,16 @@ def test_closing_the_read_early_stops_its_thread(settings: Settings, db: Session
         assert graph_threads() == []
 
 
+def test_closing_the_export_lines_stops_the_reads_thread(settings: Settings, db: Session) -> None:
+    org_id = stored_org(db, "acme", feature_events(jobs=20, seed=2))
+    with snapshot_session(settings.database_url) as session:
+        body = write_snapshot_lines(session, org_id, EventWriter(SNAPSHOT))
+        next(body)
+        assert len(graph_threads()) == 1
+        body.close()  # as the upload does when it fails
+        assert graph_threads() == []
+
+
 def test_ending_the_sessions_transaction_stops_a_read_left_suspended(settings: Settings, db: Session) -> None:
     org_id = stored_org(db, "acme", feature_events(jobs=20, seed=2))
     session = session_factory(settings.database_url)()

@@ -47,6 +47,8 @@ import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from itertools import repeat
+from operator import contains
 from typing import Any
 
 import orjson
@@ -388,7 +390,7 @@ class _DatasetCache:
                 "_schemaURL": SCHEMA_URL,
                 # The store's fields are in the spec's shape: as they are, unless one has no type.
                 "fields": fields
-                if all("type" in f for f in fields)
+                if all(map(contains, fields, repeat("type")))  # in C: this runs for every dataset
                 else [_schema_field(f, True) for f in fields],
             }
         if dataset.description is not None:
