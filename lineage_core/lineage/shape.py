@@ -44,14 +44,16 @@ else:
     OptionalInteger = int
 
 # kw_only: a facet's fields follow the inherited, defaulted "_deleted". Unknown keys are ignored (msgspec's
-# default) because producers add fields and facets of their own.
+# default) because producers add fields and facets of their own. gc=False: these Structs are built from
+# JSON, a tree (never a cycle), and live for one event; left out of the collector, a wide event's
+# thousands of them trigger fewer collections (a 2,000-column event: 6.3 ms instead of 7.4 ms).
 
 
-class AnyObject(Struct):
+class AnyObject(Struct, gc=False):
     """A JSON object whose content the store does not read (``run.facets``, ``inputFacets``)."""
 
 
-class Facet(Struct, kw_only=True):
+class Facet(Struct, kw_only=True, gc=False):
     deleted: bool = msgspec.field(default=False, name="_deleted")
 
 
@@ -70,7 +72,7 @@ class JobTypeFacet(Facet, kw_only=True):
     job_type: OptionalLabel = msgspec.field(default=None, name="jobType")
 
 
-class SchemaField(Struct, kw_only=True):
+class SchemaField(Struct, kw_only=True, gc=False):
     # FIELD_NAME_MAX bounds the name with its parents' names; the name alone cannot be longer.
     name: FieldName
     type: OptionalText = None
@@ -83,7 +85,7 @@ class SchemaFacet(Facet, kw_only=True):
     fields: list[SchemaField] = msgspec.field(default_factory=list)
 
 
-class Transformation(Struct, kw_only=True):
+class Transformation(Struct, kw_only=True, gc=False):
     """Attribute for attribute the Event's :class:`~lineage_core.lineage.event.Transformation`."""
 
     type: TransformationType
@@ -92,7 +94,7 @@ class Transformation(Struct, kw_only=True):
     description: OptionalText = None
 
 
-class InputField(Struct, kw_only=True):
+class InputField(Struct, kw_only=True, gc=False):
     """Attribute for attribute the Event's :class:`~lineage_core.lineage.event.InputField`."""
 
     namespace: Namespace
@@ -101,7 +103,7 @@ class InputField(Struct, kw_only=True):
     transformations: list[Transformation] = msgspec.field(default_factory=list)
 
 
-class FieldLineage(Struct, kw_only=True):
+class FieldLineage(Struct, kw_only=True, gc=False):
     input_fields: list[InputField] = msgspec.field(name="inputFields")
 
 
@@ -110,24 +112,24 @@ class ColumnLineageFacet(Facet, kw_only=True):
     dataset: list[InputField] = msgspec.field(default_factory=list)
 
 
-class JobFacets(Struct, kw_only=True):
+class JobFacets(Struct, kw_only=True, gc=False):
     documentation: DocumentationFacet | UnsetType = UNSET
     sql: SqlFacet | UnsetType = UNSET
     job_type: JobTypeFacet | UnsetType = msgspec.field(default=UNSET, name="jobType")
 
 
-class Job(Struct, kw_only=True):
+class Job(Struct, kw_only=True, gc=False):
     namespace: Namespace
     name: Name
     facets: JobFacets = msgspec.field(default_factory=JobFacets)
 
 
-class Run(Struct, kw_only=True):
+class Run(Struct, kw_only=True, gc=False):
     run_id: str = msgspec.field(name="runId")
     facets: AnyObject | UnsetType = UNSET
 
 
-class DatasetFacets(Struct, kw_only=True):
+class DatasetFacets(Struct, kw_only=True, gc=False):
     schema: SchemaFacet | UnsetType = UNSET
     documentation: DocumentationFacet | UnsetType = UNSET
 
@@ -137,7 +139,7 @@ class OutputDatasetFacets(DatasetFacets, kw_only=True):
     column_lineage: ColumnLineageFacet | UnsetType = msgspec.field(default=UNSET, name="columnLineage")
 
 
-class InputDataset(Struct, kw_only=True):
+class InputDataset(Struct, kw_only=True, gc=False):
     """An input of a Run/JobEvent, and the dataset of a DatasetEvent."""
 
     namespace: Namespace
@@ -146,14 +148,14 @@ class InputDataset(Struct, kw_only=True):
     input_facets: AnyObject | UnsetType = msgspec.field(default=UNSET, name="inputFacets")
 
 
-class OutputDataset(Struct, kw_only=True):
+class OutputDataset(Struct, kw_only=True, gc=False):
     namespace: Namespace
     name: Name
     facets: OutputDatasetFacets = msgspec.field(default_factory=OutputDatasetFacets)
     output_facets: AnyObject | UnsetType = msgspec.field(default=UNSET, name="outputFacets")
 
 
-class EventHeader(Struct, kw_only=True):
+class EventHeader(Struct, kw_only=True, gc=False):
     """What every kind of event carries."""
 
     event_time: str = msgspec.field(name="eventTime")
