@@ -4,13 +4,20 @@
 would return, or None as soon as anything is wrong, without saying what: the caller then runs the
 detailed checker, which names every problem. Most events are valid, so most pay only for this path.
 
-Where the time goes is compiled code: ``msgspec.convert`` checks the JSON types, lengths and lists of
-:mod:`lineage_core.lineage.shape` in one call, and builds the Event's most numerous parts (schema fields,
+Most of the work runs in compiled code: ``msgspec.convert`` checks the JSON types, lengths and lists of
+:mod:`lineage_core.lineage.shape` in one call, then builds the Event's most numerous parts (schema fields,
 input fields, transformations) straight from those Structs; ``map``/``all`` find blank names. Python code
-is left with a few calls per dataset. Creating those parts in Python was most of the old checker's cost.
+is left with a few calls per dataset. (Built in Python, those frozen dataclasses alone cost about 50 µs
+per 12 KiB event, more than all the checks.)
+
+The Structs are converted from orjson's result rather than decoded by msgspec from the bytes, which would
+save about 20 µs: msgspec's decoder skips the values it does not keep without checking them as orjson
+does, so ``1e400`` or invalid UTF-8 in an unknown facet would pass where the body is malformed JSON to
+orjson (and to this API until now). Converting what orjson accepted keeps orjson the one judge of JSON.
 
 The two paths must agree on every input: ``tests/test_lineage_parse_equivalence.py`` compares them on
-random mutations of valid events. A rule changed here must change in the checker too, and the other way.
+random and exhaustive mutations of valid events. A rule changed here must change in the checker too, and
+the other way round.
 """
 
 from __future__ import annotations
