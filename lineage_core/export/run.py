@@ -55,6 +55,7 @@ from lineage_core.export.lease import (
 )
 from lineage_core.export.leftovers import abort_leftover_uploads, mark_upload, record_upload
 from lineage_core.export.object_metadata import export_metadata, tag_event_count
+from lineage_core.export.old_id_check import check_old_external_id
 from lineage_core.export.recovery import completed_object
 from lineage_core.export.runs import (
     ClaimedRun,
@@ -132,6 +133,7 @@ def run_export(
             export_key(destination.prefix),
             " (an earlier attempt's outcome is unknown)" if run.completing else "",
         )
+        check_old_external_id(settings, run.connector_id, clients)  # during an External ID rotation only
         with LeaseKeeper(settings.database_url, run_id, run.owner) as keeper:
             try:
                 result = _export(settings, run, clients, part_size, upload_threads, keeper)

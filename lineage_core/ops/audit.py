@@ -35,6 +35,11 @@ class Action(enum.StrEnum):
     CONNECTION_DELETED = "connection.deleted"
     CONNECTION_EXPORT_REQUESTED = "connection.export_requested"
     CONNECTION_DEPLOYED_LOCALLY = "connection.deployed_locally"
+    # External ID rotation (lineage_core.setup.rotations); the IDs themselves are never recorded.
+    ROTATION_STARTED = "connection.external_id_rotation_started"
+    ROTATION_CANCELLED = "connection.external_id_rotation_cancelled"
+    ROTATION_VERIFIED = "connection.external_id_rotation_verified"
+    ROTATION_COMPLETED = "connection.external_id_rotation_completed"
     API_KEY_CREATED = "api_key.created"
     API_KEY_REVOKED = "api_key.revoked"
     ORGANIZATION_CREATED = "organization.created"
