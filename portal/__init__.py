@@ -64,6 +64,8 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
     limits.init_app(app)
 
     from portal import cli
+    from portal.api.connections import bp as connections_api_bp
+    from portal.api.openapi_views import bp as openapi_bp
     from portal.api.views import bp as api_bp
     from portal.api_keys.views import bp as api_keys_bp
     from portal.audit.views import bp as audit_bp
@@ -79,6 +81,8 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
     app.register_blueprint(ops_health_bp)
     rq_dashboard_mount.init_app(app, settings.redis_url)
     app.register_blueprint(api_bp)
+    app.register_blueprint(connections_api_bp)
+    app.register_blueprint(openapi_bp)
     app.register_blueprint(api_keys_bp)
     app.register_blueprint(audit_bp)
     cli.init_app(app)
