@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
@@ -25,7 +27,14 @@ from lineage_core.infra.db import session_factory
 from lineage_core.infra.models import Organization
 from lineage_core.lineage import graph_prefetch
 from lineage_core.lineage.derivations import derive_organization
-from lineage_core.lineage.graph import DERIVED_MARK, JobLineage, iter_org_graph, iter_org_graph_serial
+from lineage_core.lineage.graph import (
+    DERIVED_MARK,
+    JobLineage,
+    iter_org_graph,
+    iter_org_graph_for_export,
+    iter_org_graph_serial,
+)
+from lineage_core.lineage.graph_json import JobJson
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.parse import check_event
 from tests.factories import (
@@ -319,7 +328,7 @@ def test_closing_the_export_lines_stops_the_reads_thread(settings: Settings, db:
     with snapshot_session(settings.database_url) as session:
         body = write_snapshot_lines(session, org_id, EventWriter(SNAPSHOT))
         next(body)
-        assert len(graph_threads()) == 1
+        assert len(graph_threads()) == 2  # the export's read: a thread per half of each page
         body.close()  # as the upload does when it fails
         assert graph_threads() == []
 
@@ -353,3 +362,203 @@ def test_a_failure_while_building_a_page_stops_the_thread(
     ):
         list(iter_org_graph(session, org_id, batch_size=2))
     assert graph_threads() == []
+
+
+# The export's read (lineage_core.lineage.graph_json): the bulk of each job in JSON written by PostgreSQL,
+# each page's two halves fetched on two connections. It must write the very bytes the serial read's jobs
+# give the event writer.
+
+# Everything JSON escapes (quotes, backslashes, control characters) and what it must not (non-ASCII).
+ODD = 'say "hi"\\ back\\slash\ttab\nline\r\x01\x08\x0c\x1f \x7f é € 😀 \u2028'
+
+
+def odd_text_events() -> list[dict[str, Any]]:
+    """Names, descriptions, fields and transformations holding ODD, in every place the read turns
+    into JSON: job, datasets, schema fields (typed, untyped, described), output fields and input
+    fields of column lineage, transformation subtypes and descriptions, dataset-level dependencies."""
+    source = dataset(
+        f"raw.{ODD}",
+        f"ns {ODD}",
+        schema=facet(
+            {"fields": [{"name": f"id {ODD}", "description": ODD}, {"name": "plain"}]}, "SchemaDatasetFacet"
+        ),
+        documentation=documentation(ODD),
+    )
+    return [
+        run_event(
+            job=f"job {ODD}",
+            namespace=f"ns {ODD}",
+            job_facets={
+                "documentation": facet({"description": ODD}),
+                "sql": facet({"query": f"SELECT '{ODD}'", "dialect": ODD}, "SQLJobFacet"),
+            },
+            inputs=[source],
+            outputs=[
+                dataset(
+                    f"marts.{ODD}",
+                    schema=schema((f"out {ODD}", f"TYPE {ODD}", ODD), ("second", "TEXT")),
+                    columnLineage=column_lineage(
+                        {
+                            f"out {ODD}": [
+                                input_field(
+                                    f"raw.{ODD}",
+                                    f"id {ODD}",
+                                    transformation("DIRECT", ODD, ODD, True),
+                                    transformation("INDIRECT", "FILTER", f"second {ODD}"),
+                                    namespace=f"ns {ODD}",
+                                )
+                            ],
+                            "second": [input_field(f"raw.{ODD}", "plain", namespace=f"ns {ODD}")],
+                        },
+                        dataset=[
+                            input_field(
+                                f"raw.{ODD}",
+                                "plain",
+                                transformation("INDIRECT", "JOIN", ODD),
+                                namespace=f"ns {ODD}",
+                            )
+                        ],
+                    ),
+                )
+            ],
+        )
+    ]
+
+
+def serial_lines(session: Session, organization_id: int, writer: EventWriter | None = None) -> list[bytes]:
+    writer = writer or EventWriter(SNAPSHOT)
+    return list(writer.lines(iter_org_graph_serial(session, organization_id)))
+
+
+def test_the_export_read_writes_the_bytes_of_the_serial_read(settings: Settings, db: Session) -> None:
+    org_id = stored_org(db, "acme", [*varied_events(), *odd_text_events()])
+    stored_org(db, "globex", feature_events(jobs=7, seed=3))  # ids interleave with acme's
+    with snapshot_session(settings.database_url) as session:
+        expected = serial_lines(session, org_id)
+    escaped = orjson.dumps(ODD)[1:-1]
+    assert sum(line.count(escaped) for line in expected) >= 15  # every place of odd_text_events
+    assert any(DERIVED_MARK.encode() in line for line in expected)
+    for batch_size in (1, 4, 500):
+        with snapshot_session(settings.database_url) as session:
+            jobs = list(iter_org_graph_for_export(session, org_id, batch_size=batch_size))
+            assert {type(job) for job in jobs} == {JobJson}
+            assert list(EventWriter(SNAPSHOT).lines(jobs)) == expected, batch_size
+    assert graph_threads() == []
+
+
+@pytest.mark.parametrize("jobs_beyond_a_page", [-1, 0, 1])
+def test_the_export_reads_pages_boundaries_lose_and_repeat_nothing(
+    settings: Settings, db: Session, jobs_beyond_a_page: int
+) -> None:
+    events = feature_events(jobs=6, seed=4)
+    org_id = stored_org(db, "acme", events)
+    with snapshot_session(settings.database_url) as session:
+        expected = serial_lines(session, org_id)
+        writer = EventWriter(SNAPSHOT)
+        batch_size = len(events) - jobs_beyond_a_page
+        written = list(writer.lines(iter_org_graph_for_export(session, org_id, batch_size=batch_size)))
+    assert len(written) == len(events) and written == expected
+
+
+def test_the_export_read_as_job_lineage_is_the_serial_read(settings: Settings, db: Session) -> None:
+    """The public type rebuilt from the JSON (what the size rule trims) is the serial read's job, but
+    that a field no producer typed says UNKNOWN, as every event writes it."""
+    org_id = stored_org(db, "acme", varied_events())
+    with snapshot_session(settings.database_url) as session:
+        serial = list(iter_org_graph_serial(session, org_id))
+        rebuilt = [job.as_job_lineage() for job in iter_org_graph_for_export(session, org_id, batch_size=3)]
+
+    def typed(job: JobLineage) -> JobLineage:
+        def fields(items: tuple[Any, ...]) -> tuple[Any, ...]:
+            return tuple(
+                {
+                    "name": f["name"],
+                    "type": f.get("type", "UNKNOWN"),
+                    **({"description": f["description"]} if "description" in f else {}),
+                }
+                for f in items
+            )
+
+        return replace(
+            job,
+            inputs=tuple(replace(d, fields=fields(d.fields)) for d in job.inputs),
+            outputs=tuple(replace(d, fields=fields(d.fields)) for d in job.outputs),
+        )
+
+    assert any(f.get("type") is None for job in serial for d in job.inputs for f in d.fields)
+    assert rebuilt == [typed(job) for job in serial]
+
+
+def test_the_export_read_trims_large_events_as_the_serial_read(
+    settings: Settings, db: Session, caplog: pytest.LogCaptureFixture
+) -> None:
+    org_id = stored_org(db, "acme", [*varied_events(), *odd_text_events()])
+    with snapshot_session(settings.database_url) as session:
+        expected_writer = EventWriter(SNAPSHOT, max_event_bytes=950)
+        expected = serial_lines(session, org_id, expected_writer)
+        writer = EventWriter(SNAPSHOT, max_event_bytes=950)
+        written = list(writer.lines(iter_org_graph_for_export(session, org_id, batch_size=4)))
+    assert expected_writer.stats.trimmed and expected_writer.stats.omitted  # the rule did apply
+    assert written == expected and writer.stats == expected_writer.stats
+
+
+def test_a_write_between_two_page_fetches_is_not_in_the_export(settings: Settings, db: Session) -> None:
+    org_id = stored_org(db, "acme", feature_events(jobs=8, seed=6))
+    with snapshot_session(settings.database_url) as session:
+        before = serial_lines(session, org_id)
+        jobs = list(iter_org_graph_serial(session, org_id))
+    with snapshot_session(settings.database_url) as session:
+        stream = EventWriter(SNAPSHOT).lines(iter_org_graph_for_export(session, org_id, batch_size=3))
+        first = next(stream)
+        writer = session_factory(settings.database_url)()
+        try:
+            load(
+                writer,
+                org_id,
+                [
+                    run_event(job="zzz.added_late", inputs=[dataset("late.input")]),
+                    run_event(
+                        job=jobs[-1].name,
+                        namespace=jobs[-1].namespace,
+                        time=(datetime.now(UTC) - timedelta(minutes=1)).isoformat(),
+                        inputs=[dataset("changed.input")],
+                        outputs=[dataset("changed.output", schema=schema(("c", "TEXT")))],
+                    ),
+                ],
+            )
+            writer.execute(text("DELETE FROM lineage_jobs WHERE id = :id"), {"id": jobs[4].id})
+            writer.commit()
+        finally:
+            writer.close()
+        during = [first, *stream]
+    assert during == before
+    with snapshot_session(settings.database_url) as session:
+        assert serial_lines(session, org_id) != before
+
+
+@pytest.mark.parametrize("half", ["fetch_jobs_page", "fetch_lineage_page"])
+def test_losing_a_connection_of_the_export_read_fails_it_cleanly(
+    settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch, half: str
+) -> None:
+    org_id = stored_org(db, "acme", feature_events(jobs=8, seed=9))
+    pids: list[int] = []
+    original = getattr(graph_prefetch, half)
+
+    def fetch_then_lose_connection(cursor: Any, organization_id: int, after: int, batch_size: int) -> Any:
+        if after and not pids:  # the second page: the backend of this connection goes away
+            cursor.execute("SELECT pg_backend_pid()")
+            pids.append(cursor.fetchone()[0])
+            _terminate(settings, pids[0])
+        return original(cursor, organization_id, after, batch_size)
+
+    monkeypatch.setattr(graph_prefetch, half, fetch_then_lose_connection)
+    with snapshot_session(settings.database_url) as session:
+        body = EventWriter(SNAPSHOT).lines(iter_org_graph_for_export(session, org_id, batch_size=3))
+        written = []
+        with pytest.raises(OperationalError):
+            for line in body:
+                written.append(line)
+        assert len(written) == 3  # the first page, then the error: never a partial page
+        assert graph_threads() == []
+        assert session.execute(text("SELECT 1")).scalar_one() == 1
+    assert pids and graph_threads() == []

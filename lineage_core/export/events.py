@@ -62,6 +62,7 @@ from lineage_core.lineage.graph import (
     OutputDataset,
     TransformationJson,
 )
+from lineage_core.lineage.graph_json import NO_COLUMN_LINEAGE, NO_DEPENDENCIES, DatasetJson, JobJson
 
 logger = logging.getLogger(__name__)
 
@@ -207,6 +208,10 @@ class EventWriter:
         self.stats = EventStats()
         self._run_id = _RunIds(snapshot_time)
         self._datasets = _DatasetCache(producer, dataset_cache_size)
+        # The columnLineage facet up to its "fields" value (json_line): _column_lineage's key order.
+        self._column_lineage_head = (
+            orjson.dumps({"_producer": producer, "_schemaURL": COLUMN_LINEAGE_URL})[:-1] + b',"fields":'
+        )
 
     def event(self, job: JobLineage, detail: Detail = FULL) -> dict[str, Any]:
         """The RunEvent of ``job`` as plain dicts (no size rule applied)."""
@@ -280,11 +285,57 @@ class EventWriter:
         self.stats.events += 1
         return line
 
-    def lines(self, jobs: Iterable[JobLineage]) -> Iterator[bytes]:
+    def json_line(self, job: JobJson) -> bytes | None:
+        """:meth:`line` of a job read with its bulk in JSON (:mod:`lineage_core.lineage.graph_json`): the
+        same bytes as :meth:`line` of the same job, the store's JSON spliced in as it is."""
+        get = self._datasets.get_json
+        column_lineage_head = self._column_lineage_head
+        outputs = []
+        for dataset in job.outputs:
+            entry = get(dataset)
+            column_lineage = dataset.column_lineage_json
+            dependencies = dataset.dataset_dependencies_json
+            if dependencies != NO_DEPENDENCIES:
+                # What _column_lineage's dict serializes to: "dataset" follows "fields", when there is one.
+                tail = f'{column_lineage},"dataset":{dependencies}}}}}}}'
+            elif column_lineage != NO_COLUMN_LINEAGE:
+                tail = f"{column_lineage}}}}}}}"
+            else:
+                outputs.append(entry.entry)
+                continue
+            outputs.append(
+                orjson.Fragment(
+                    b"".join((entry.head, entry.column_lineage_key, column_lineage_head, tail.encode()))
+                )
+            )
+        producer = self.producer
+        line = orjson.dumps(
+            {
+                "eventType": "COMPLETE",
+                "eventTime": self.event_time,
+                "producer": producer,
+                "schemaURL": EVENT_SCHEMA_URL,
+                "run": {"runId": self._run_id(job.namespace, job.name), "facets": {}},
+                "job": {
+                    "namespace": job.namespace,
+                    "name": job.name,
+                    "facets": _job_facets(job, producer, FULL),
+                },
+                "inputs": [get(dataset).entry for dataset in job.inputs],
+                "outputs": outputs,
+            },
+            option=orjson.OPT_APPEND_NEWLINE,
+        )
+        if len(line) - 1 > self.max_event_bytes:
+            return self._trimmed_line(job.as_job_lineage(), len(line) - 1)
+        self.stats.events += 1
+        return line
+
+    def lines(self, jobs: Iterable[JobLineage | JobJson]) -> Iterator[bytes]:
         """The lines of ``jobs``, skipping the jobs that cannot fit."""
-        line_of = self.line
+        line_of, json_line_of = self.line, self.json_line
         for job in jobs:
-            line = line_of(job)
+            line = json_line_of(job) if type(job) is JobJson else line_of(job)  # type: ignore[arg-type]
             if line is not None:
                 yield line
 
@@ -343,8 +394,13 @@ class _CachedDataset:
 
     __slots__ = ("column_lineage_key", "description", "entry", "fields", "head")
 
-    def __init__(self, dataset: InputDataset | OutputDataset, facets: dict[str, Any]) -> None:
-        self.fields = dataset.fields
+    def __init__(
+        self,
+        dataset: InputDataset | OutputDataset | DatasetJson,
+        fields: tuple[DatasetField, ...] | str,
+        facets: dict[str, Any],
+    ) -> None:
+        self.fields = fields
         self.description = dataset.description
         serialized = orjson.dumps({"namespace": dataset.namespace, "name": dataset.name, "facets": facets})
         self.entry = orjson.Fragment(serialized)
@@ -399,9 +455,36 @@ class _DatasetCache:
                 "_schemaURL": DATASET_DOCUMENTATION_URL,
                 "description": dataset.description,
             }
-        entry = _CachedDataset(dataset, facets)
+        return self._keep((dataset.namespace, dataset.name), _CachedDataset(dataset, dataset.fields, facets))
+
+    def get_json(self, dataset: DatasetJson) -> _CachedDataset:
+        """:meth:`get` for a dataset read with its fields in JSON (their string, shared within a page,
+        takes the place of the tuple of fields)."""
+        entry = self._entries.get((dataset.namespace, dataset.name))
+        fields_json = dataset.fields_json
+        if entry is not None and entry.fields is fields_json and entry.description == dataset.description:
+            return entry
+        if entry is not None and entry.description == dataset.description and entry.fields == fields_json:
+            entry.fields = fields_json
+            return entry
+        producer = self._producer
+        facets: dict[str, Any] = {}
+        if len(fields_json) > 2:  # not "[]"; every field has its type already (UNKNOWN when none)
+            facets["schema"] = {
+                "_producer": producer,
+                "_schemaURL": SCHEMA_URL,
+                "fields": orjson.Fragment(fields_json),
+            }
+        if dataset.description is not None:
+            facets["documentation"] = {
+                "_producer": producer,
+                "_schemaURL": DATASET_DOCUMENTATION_URL,
+                "description": dataset.description,
+            }
+        return self._keep((dataset.namespace, dataset.name), _CachedDataset(dataset, fields_json, facets))
+
+    def _keep(self, key: tuple[str, str], entry: _CachedDataset) -> _CachedDataset:
         entries = self._entries
-        key = (dataset.namespace, dataset.name)
         entries.pop(key, None)
         if len(entries) >= self._capacity:
             del entries[next(iter(entries))]
@@ -425,7 +508,7 @@ def _column_lineage(dataset: OutputDataset, producer: str) -> dict[str, Any]:
     return {"_producer": producer, "_schemaURL": COLUMN_LINEAGE_URL, "fields": dataset.column_lineage}
 
 
-def _job_facets(job: JobLineage, producer: str, detail: Detail) -> dict[str, Any]:
+def _job_facets(job: JobLineage | JobJson, producer: str, detail: Detail) -> dict[str, Any]:
     facets: dict[str, Any] = {}
     if job.description is not None and detail.descriptions:
         facets["documentation"] = {

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from lineage_core.export.events import EventWriter
 from lineage_core.infra.db import session_factory
-from lineage_core.lineage.graph import iter_org_graph
+from lineage_core.lineage.graph import iter_org_graph_for_export
 
 GRAPH_BATCH_SIZE = 500
 # Objects allocated between two runs of the cyclic garbage collector while a snapshot is generated.
@@ -41,11 +41,11 @@ def write_snapshot_lines(session: Session, organization_id: int, writer: EventWr
     """The NDJSON lines of the organization's current graph, read through ``session``, in bounded memory.
 
     Closing these lines closes the graph read at once (on PostgreSQL it stops the thread that fetches
-    the next page, see :func:`~lineage_core.lineage.graph.iter_org_graph`).
+    the next page, see :func:`~lineage_core.lineage.graph.iter_org_graph_for_export`).
     """
     with (
         fewer_collections(),
-        closing(iter_org_graph(session, organization_id, batch_size=GRAPH_BATCH_SIZE)) as jobs,
+        closing(iter_org_graph_for_export(session, organization_id, batch_size=GRAPH_BATCH_SIZE)) as jobs,
     ):
         yield from writer.lines(jobs)
 

@@ -14,10 +14,10 @@ serialization itself. They are shared with the events, so treat them as read-onl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from sqlalchemy import Row, Table, and_, func, select, union_all
 from sqlalchemy.orm import Session
@@ -32,6 +32,9 @@ from lineage_core.lineage.models import (
     LineageJobDataset,
 )
 from lineage_core.lineage.statements import CUSTOM_PLANS
+
+if TYPE_CHECKING:  # graph_json builds this module's types
+    from lineage_core.lineage.graph_json import JobJson
 
 _JOBS = cast(Table, LineageJob.__table__)
 _DATASETS = cast(Table, LineageDataset.__table__)
@@ -192,6 +195,27 @@ def iter_org_graph(session: Session, organization_id: int, batch_size: int = 500
         snapshot = export_snapshot(session)
         if snapshot is not None:
             yield from iter_prefetched_graph(session, snapshot, organization_id, batch_size)
+            return
+    yield from iter_org_graph_serial(session, organization_id, batch_size)
+
+
+def iter_org_graph_for_export(
+    session: Session, organization_id: int, batch_size: int = 500
+) -> Generator[JobLineage | JobJson, None, None]:
+    """:func:`iter_org_graph` for the export: on PostgreSQL with a snapshot to share, the jobs come as
+    :class:`~lineage_core.lineage.graph_json.JobJson`, their fields and column lineage already in JSON
+    (PostgreSQL writes it; see that module), which the event writer splices into the events as they
+    are; elsewhere, as :class:`JobLineage` from the serial read. The event writer writes the same bytes
+    for both. Same snapshot, memory bounds and order as :func:`iter_org_graph`.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    if session.get_bind().dialect.name == "postgresql":
+        from lineage_core.lineage.graph_prefetch import export_snapshot, iter_prefetched_json_graph
+
+        snapshot = export_snapshot(session)
+        if snapshot is not None:
+            yield from iter_prefetched_json_graph(session, snapshot, organization_id, batch_size)
             return
     yield from iter_org_graph_serial(session, organization_id, batch_size)
 

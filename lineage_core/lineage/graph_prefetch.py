@@ -24,20 +24,31 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import psycopg
 from psycopg import sql
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, Table, event, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, SessionTransaction
 
 from lineage_core.lineage.graph import JobLineage
-from lineage_core.lineage.graph_pages import PageRows, build_page, fetch_page
+from lineage_core.lineage.graph_json import (
+    JobJson,
+    JobsPage,
+    LineagePage,
+    build_json_page,
+    fetch_jobs_page,
+    fetch_lineage_page,
+)
+from lineage_core.lineage.graph_pages import build_page, fetch_page
+from lineage_core.lineage.models import LineageDataset
 
 logger = logging.getLogger(__name__)
+
+_DATASETS = cast(Table, LineageDataset.__table__)
 
 _POLL_SECONDS = 0.2  # how often a blocked thread looks whether the other side is gone
 _JOIN_SECONDS = 30.0  # a cancelled query returns at once; this only bounds a connection that hangs
@@ -71,19 +82,72 @@ def iter_prefetched_graph(
         organization_id: whose graph; no row of another organization is read.
         batch_size: jobs per page, at least 1.
     """
-    fetcher = _PageFetcher(session.get_bind().engine, snapshot, organization_id, batch_size)
+    return _iter_prefetched(session, snapshot, organization_id, batch_size, (fetch_page,), build_page)
+
+
+def iter_prefetched_json_graph(
+    session: Session, snapshot: str, organization_id: int, batch_size: int
+) -> Iterator[JobJson]:
+    """:func:`iter_prefetched_graph` with the jobs' bulk in JSON (:mod:`lineage_core.lineage.graph_json`):
+    the export's read. Each page's two halves are fetched by two threads at once, each on a connection
+    of its own that imports the snapshot."""
+
+    def lookup_names(ids: list[int]) -> list[tuple[int, str, str]]:
+        query = select(_DATASETS.c.id, _DATASETS.c.namespace, _DATASETS.c.name).where(_DATASETS.c.id.in_(ids))
+        return [(row[0], row[1], row[2]) for row in session.execute(query)]
+
+    def build(jobs: JobsPage, lineage: LineagePage) -> Iterator[JobJson]:
+        return build_json_page(jobs, lineage, lookup_names)
+
+    return _iter_prefetched(
+        session, snapshot, organization_id, batch_size, (fetch_jobs_page, fetch_lineage_page), build
+    )
+
+
+class _Page(Protocol):
+    @property
+    def last_job_id(self) -> int: ...
+
+
+PageT = TypeVar("PageT", bound=_Page)
+JobT = TypeVar("JobT")
+# (cursor, organization id, after, batch size) → the page, None after the last.
+Fetch = Callable[[Any, int, int, int], PageT | None]
+
+
+def _iter_prefetched(
+    session: Session,
+    snapshot: str,
+    organization_id: int,
+    batch_size: int,
+    fetches: Sequence[Fetch[Any]],
+    build: Callable[..., Iterator[JobT]],
+) -> Iterator[JobT]:
+    """Pages of each of ``fetches``, one thread and connection each, built by ``build(*pages)``."""
+    engine = session.get_bind().engine
+    fetchers = [_PageFetcher(engine, snapshot, organization_id, batch_size, fetch) for fetch in fetches]
+
+    def stop() -> None:
+        for fetcher in fetchers:
+            fetcher.stop()
 
     def transaction_ended(_session: Session, transaction: SessionTransaction) -> None:
         if transaction.parent is None:  # the session's own transaction, not a savepoint
-            fetcher.stop()
+            stop()
 
     event.listen(session, "after_transaction_end", transaction_ended)
-    fetcher.start()
     try:
-        while (page := fetcher.next_page()) is not None:
-            yield from build_page(page)
+        for fetcher in fetchers:
+            fetcher.start()
+        while True:
+            pages = [fetcher.next_page() for fetcher in fetchers]
+            if any(page is None for page in pages):
+                if not all(page is None for page in pages):
+                    raise RuntimeError("the graph read's fetching threads disagree on the last page")
+                return
+            yield from build(*pages)
     finally:
-        fetcher.stop()
+        stop()
         event.remove(session, "after_transaction_end", transaction_ended)
 
 
@@ -92,15 +156,18 @@ class _Failed:
     error: BaseException
 
 
-class _PageFetcher:
+class _PageFetcher(Generic[PageT]):
     """The thread that fetches pages into a queue of one, on its own connection."""
 
-    def __init__(self, engine: Engine, snapshot: str, organization_id: int, batch_size: int) -> None:
+    def __init__(
+        self, engine: Engine, snapshot: str, organization_id: int, batch_size: int, fetch: Fetch[PageT]
+    ) -> None:
         self._engine = engine
+        self._fetch = fetch
         self._snapshot = snapshot
         self._organization_id = organization_id
         self._batch_size = batch_size
-        self._pages: queue.Queue[PageRows | _Failed | None] = queue.Queue(maxsize=1)
+        self._pages: queue.Queue[PageT | _Failed | None] = queue.Queue(maxsize=1)
         self._stopping = threading.Event()
         self._connection: psycopg.Connection[Any] | None = None
         self._connection_lock = threading.Lock()
@@ -109,7 +176,7 @@ class _PageFetcher:
     def start(self) -> None:
         self._thread.start()
 
-    def next_page(self) -> PageRows | None:
+    def next_page(self) -> PageT | None:
         """The next page; None after the last. Raises what the thread failed with."""
         while True:
             if self._stopping.is_set():
@@ -161,7 +228,7 @@ class _PageFetcher:
                     cursor.execute(_CUSTOM_PLANS)
                     after = 0
                     while not self._stopping.is_set():
-                        page = fetch_page(cursor, self._organization_id, after, self._batch_size)
+                        page = self._fetch(cursor, self._organization_id, after, self._batch_size)
                         if not self._put(page) or page is None:
                             return
                         after = page.last_job_id
@@ -169,7 +236,7 @@ class _PageFetcher:
                 with self._connection_lock:
                     self._connection = None
 
-    def _put(self, item: PageRows | _Failed | None) -> bool:
+    def _put(self, item: PageT | _Failed | None) -> bool:
         """Queue ``item`` once there is room; False if the iteration was stopped meanwhile."""
         while not self._stopping.is_set():
             try:
