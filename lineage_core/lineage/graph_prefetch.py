@@ -148,7 +148,9 @@ def _iter_prefetched(
             yield from build(*pages)
     finally:
         stop()
-        event.remove(session, "after_transaction_end", transaction_ended)
+        # Still there unless the session was closed meanwhile (its listeners go with it).
+        if event.contains(session, "after_transaction_end", transaction_ended):
+            event.remove(session, "after_transaction_end", transaction_ended)
 
 
 @dataclass(frozen=True, slots=True)
