@@ -44,6 +44,9 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
         LOGIN_LIMIT_PER_ADDRESS=settings.login_limit_per_address,
         API_KEY_LIMIT_PER_ADDRESS=settings.api_key_limit_per_address,
         API_KEY_LIMIT_PER_PREFIX=settings.api_key_limit_per_prefix,
+        LINEAGE_MAX_EVENT_BYTES=settings.lineage_max_event_bytes,
+        LINEAGE_BATCH_MAX_EVENTS=settings.lineage_batch_max_events,
+        LINEAGE_BATCH_MAX_BYTES=settings.lineage_batch_max_bytes,
     )
     if test_config:
         app.config.update(test_config)

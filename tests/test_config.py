@@ -32,6 +32,11 @@ def test_postgres_url_gets_the_psycopg_driver() -> None:
         ({**GOOD, "REQUIRE_EXTERNAL_ID_ENFORCEMENT": "maybe"}, "REQUIRE_EXTERNAL_ID_ENFORCEMENT"),
         ({**GOOD, "LOCAL_MODE": "2"}, "LOCAL_MODE"),
         ({**GOOD, "EXPORT_QUEUE": "exports:high"}, "EXPORT_QUEUE"),
+        ({**GOOD, "LINEAGE_MAX_EVENT_BYTES": str(6 * 1024 * 1024)}, "LINEAGE_MAX_EVENT_BYTES"),
+        ({**GOOD, "LINEAGE_BATCH_MAX_EVENTS": "0"}, "LINEAGE_BATCH_MAX_EVENTS"),
+        ({**GOOD, "LINEAGE_BATCH_MAX_EVENTS": "1e3"}, "LINEAGE_BATCH_MAX_EVENTS"),
+        ({**GOOD, "LINEAGE_BATCH_MAX_BYTES": "\uff11\uff10\uff12\uff14"}, "LINEAGE_BATCH_MAX_BYTES"),
+        ({**GOOD, "LINEAGE_BATCH_MAX_BYTES": "16 MiB"}, "LINEAGE_BATCH_MAX_BYTES"),
     ],
 )
 def test_bad_settings_stop_start_up_naming_the_variable(env: dict[str, str], message: str) -> None:
@@ -43,3 +48,19 @@ def test_a_password_in_a_bad_url_is_not_echoed() -> None:
     with pytest.raises(ConfigError) as info:
         Settings.from_env({**GOOD, "DATABASE_URL": "mysql://user:hunter2@db/x"})
     assert "hunter2" not in str(info.value)
+
+
+def test_ingest_bounds_come_from_the_environment() -> None:
+    defaults = Settings.from_env(GOOD)
+    assert (defaults.lineage_max_event_bytes, defaults.lineage_batch_max_events) == (5 * 1024 * 1024, 1000)
+    assert defaults.lineage_batch_max_bytes == 16 * 1024 * 1024
+    settings = Settings.from_env(
+        {
+            **GOOD,
+            "LINEAGE_MAX_EVENT_BYTES": "307200",
+            "LINEAGE_BATCH_MAX_EVENTS": "250",
+            "LINEAGE_BATCH_MAX_BYTES": "4194304",
+        }
+    )
+    assert (settings.lineage_max_event_bytes, settings.lineage_batch_max_events) == (307200, 250)
+    assert settings.lineage_batch_max_bytes == 4194304

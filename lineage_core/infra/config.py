@@ -20,12 +20,18 @@ DEFAULT_LOGIN_LIMIT_PER_ACCOUNT = "10 per 15 minutes"
 DEFAULT_LOGIN_LIMIT_PER_ADDRESS = "50 per 15 minutes"
 DEFAULT_API_KEY_LIMIT_PER_ADDRESS = "30 per minute"
 DEFAULT_API_KEY_LIMIT_PER_PREFIX = "10 per minute"
+# The ingest API's bounds. An event may not exceed the app-wide request limit (MAX_CONTENT_LENGTH, 5 MiB),
+# so its own limit can only be lowered (e.g. to match a consumer's); a batch has its own, larger one.
+DEFAULT_LINEAGE_MAX_EVENT_BYTES = 5 * 1024 * 1024
+DEFAULT_LINEAGE_BATCH_MAX_EVENTS = 1000
+DEFAULT_LINEAGE_BATCH_MAX_BYTES = 16 * 1024 * 1024
 
 # Every pattern is ASCII-only (\d is [0-9], not any Unicode digit) and anchored with \A...\Z: "$"
 # would also match before a trailing newline.
 _ACCOUNT_ID = re.compile(r"\A[0-9]{12}\Z", re.ASCII)
 _QUEUE_NAME = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z", re.ASCII)
 _SMALL_INT = re.compile(r"\A[0-9]{1,3}\Z", re.ASCII)
+_WHOLE_NUMBER = re.compile(r"\A[0-9]{1,10}\Z", re.ASCII)
 _SECRET_FIELDS = frozenset({"secret_key", "metrics_token"})
 _URL_FIELDS = frozenset({"database_url", "redis_url", "aws_endpoint_url"})
 _TRUE = {"1", "true", "yes", "on"}
@@ -61,6 +67,9 @@ class Settings:
         api_key_limit_per_prefix: Bad keys allowed per key prefix (the real key is never refused).
         proxy_hops: How many proxies (load balancers) in front of the portal append to
             X-Forwarded-For; 0 trusts no such header and uses the connection's address.
+        lineage_max_event_bytes: The largest body of ``POST /api/v1/lineage`` (before and after gzip).
+        lineage_batch_max_events: The most events of one ``POST /api/v1/lineage/batch``.
+        lineage_batch_max_bytes: The largest body of one batch (before and after gzip).
     """
 
     database_url: str
@@ -79,6 +88,9 @@ class Settings:
     api_key_limit_per_address: str = DEFAULT_API_KEY_LIMIT_PER_ADDRESS
     api_key_limit_per_prefix: str = DEFAULT_API_KEY_LIMIT_PER_PREFIX
     proxy_hops: int = 0
+    lineage_max_event_bytes: int = DEFAULT_LINEAGE_MAX_EVENT_BYTES
+    lineage_batch_max_events: int = DEFAULT_LINEAGE_BATCH_MAX_EVENTS
+    lineage_batch_max_bytes: int = DEFAULT_LINEAGE_BATCH_MAX_BYTES
 
     def __repr__(self) -> str:
         # Settings end up in tracebacks, debuggers and error reports (any of which may print locals):
@@ -162,6 +174,19 @@ class Settings:
             ),
             api_key_limit_per_prefix=_rate(env, "API_KEY_LIMIT_PER_PREFIX", DEFAULT_API_KEY_LIMIT_PER_PREFIX),
             proxy_hops=_small_int(env, "PROXY_HOPS", default=0, maximum=5),
+            lineage_max_event_bytes=_bounded_int(
+                env,
+                "LINEAGE_MAX_EVENT_BYTES",
+                DEFAULT_LINEAGE_MAX_EVENT_BYTES,
+                1024,
+                DEFAULT_LINEAGE_MAX_EVENT_BYTES,
+            ),
+            lineage_batch_max_events=_bounded_int(
+                env, "LINEAGE_BATCH_MAX_EVENTS", DEFAULT_LINEAGE_BATCH_MAX_EVENTS, 1, 10_000
+            ),
+            lineage_batch_max_bytes=_bounded_int(
+                env, "LINEAGE_BATCH_MAX_BYTES", DEFAULT_LINEAGE_BATCH_MAX_BYTES, 1024, 256 * 1024 * 1024
+            ),
         )
 
 
@@ -197,6 +222,15 @@ def _small_int(env: Mapping[str, str], name: str, *, default: int, maximum: int)
         return default
     if not _SMALL_INT.match(raw) or int(raw) > maximum:
         raise ConfigError(f"{name} must be a whole number from 0 to {maximum}; got {raw!r}.")
+    return int(raw)
+
+
+def _bounded_int(env: Mapping[str, str], name: str, default: int, minimum: int, maximum: int) -> int:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    if not _WHOLE_NUMBER.match(raw) or not minimum <= int(raw) <= maximum:
+        raise ConfigError(f"{name} must be a whole number from {minimum} to {maximum}; got {raw!r}.")
     return int(raw)
 
 

@@ -15,12 +15,17 @@ import msgspec
 from flask import request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from lineage_core.infra.config import (
+    DEFAULT_LINEAGE_BATCH_MAX_BYTES,
+    DEFAULT_LINEAGE_BATCH_MAX_EVENTS,
+    DEFAULT_LINEAGE_MAX_EVENT_BYTES,
+)
 from lineage_core.lineage.parse import Problem
 
-DEFAULT_MAX_EVENT_BYTES = 5 * 1024 * 1024
-# The batch endpoint's defaults (app config LINEAGE_BATCH_MAX_EVENTS and LINEAGE_BATCH_MAX_BYTES).
-DEFAULT_BATCH_MAX_EVENTS = 1000
-DEFAULT_BATCH_MAX_BYTES = 16 * 1024 * 1024
+# The defaults of the settings LINEAGE_MAX_EVENT_BYTES, LINEAGE_BATCH_MAX_EVENTS, LINEAGE_BATCH_MAX_BYTES.
+DEFAULT_MAX_EVENT_BYTES = DEFAULT_LINEAGE_MAX_EVENT_BYTES
+DEFAULT_BATCH_MAX_EVENTS = DEFAULT_LINEAGE_BATCH_MAX_EVENTS
+DEFAULT_BATCH_MAX_BYTES = DEFAULT_LINEAGE_BATCH_MAX_BYTES
 NDJSON = "application/x-ndjson"
 JSON = "application/json"
 _READ_CHUNK = 256 * 1024
