@@ -544,12 +544,14 @@ def test_losing_a_connection_of_the_export_read_fails_it_cleanly(
     pids: list[int] = []
     original = getattr(graph_prefetch, half)
 
-    def fetch_then_lose_connection(cursor: Any, organization_id: int, after: int, batch_size: int) -> Any:
+    def fetch_then_lose_connection(
+        cursor: Any, organization_id: int, after: int, batch_size: int, *rest: Any
+    ) -> Any:
         if after and not pids:  # the second page: the backend of this connection goes away
             cursor.execute("SELECT pg_backend_pid()")
             pids.append(cursor.fetchone()[0])
             _terminate(settings, pids[0])
-        return original(cursor, organization_id, after, batch_size)
+        return original(cursor, organization_id, after, batch_size, *rest)
 
     monkeypatch.setattr(graph_prefetch, half, fetch_then_lose_connection)
     with snapshot_session(settings.database_url) as session:

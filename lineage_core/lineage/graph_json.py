@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
@@ -47,35 +47,37 @@ from lineage_core.lineage.graph_pages import (
 # The page's jobs are the org's jobs with ids in (after, last], as in graph_pages: every query of a page
 # selects by that range.
 
-# Each dataset's schema ``fields`` as the export writes them, joined in schema order (the index scan's
-# order: no sort), one row per dataset the page's jobs link; NULL for a dataset without fields. A field no
-# producer typed is "UNKNOWN" (events._schema_field).
+# The schema ``fields`` of the datasets whose ids are given, as the export writes them: one row per
+# dataset, its fields joined in schema order (the index scan's order: no sort); NULL for a dataset without
+# fields. A field no producer typed is "UNKNOWN" (events._schema_field).
 _FIELDS_JSON_SQL = """
-SELECT d.dataset_id, (
+SELECT d.id, (
     SELECT string_agg(ordered.field, ',') FROM (
         SELECT '{"name":' || to_json(f.name)::text
                || ',"type":' || coalesce(to_json(f.type)::text, '"UNKNOWN"')
                || coalesce(',"description":' || to_json(f.description)::text, '') || '}' AS field
-        FROM lineage_dataset_fields AS f WHERE f.dataset_id = d.dataset_id ORDER BY f.position
+        FROM lineage_dataset_fields AS f WHERE f.dataset_id = d.id ORDER BY f.position
     ) AS ordered
 )
-FROM (
-    SELECT l.dataset_id FROM lineage_job_datasets AS l JOIN lineage_jobs AS j ON j.id = l.job_id
-    WHERE j.organization_id = %(org)s AND j.id > %(after)s AND j.id <= %(last)s
-    UNION
-    SELECT l.dataset_id FROM lineage_derived_job_datasets AS l JOIN lineage_jobs AS j ON j.id = l.job_id
-    WHERE j.organization_id = %(org)s AND j.id > %(after)s AND j.id <= %(last)s
-) AS d
+FROM unnest(%(ids)s::integer[]) AS d(id)
 """
 
 # Column lineage: the grouping keys (the output field as a JSON key; NULL: a dataset-level dependency),
 # the input dataset, and the rest of the input field's JSON after its dataset's namespace and name: the
-# field, and the row's transformation (none when its type is NULL: the producer sent none).
+# field, and the row's transformation (none when its type is NULL: the producer sent none). to_json is
+# most of this query's time: the spec's transformation types and subtypes, which need no escaping, are
+# quoted as they are (any other value still goes through to_json).
 _LINEAGE_JSON_SQL = """
 SELECT c.job_id, c.output_dataset_id, to_json(c.output_field)::text, c.input_index, c.input_dataset_id,
        to_json(c.input_field)::text || ',"transformations":['
-       || coalesce('{"type":' || to_json(c.transformation_type)::text
-                   || coalesce(',"subtype":' || to_json(c.transformation_subtype)::text, '')
+       || coalesce('{"type":' || CASE c.transformation_type
+                                   WHEN 'DIRECT' THEN '"DIRECT"' WHEN 'INDIRECT' THEN '"INDIRECT"'
+                                   ELSE to_json(c.transformation_type)::text END
+                   || coalesce(',"subtype":' || CASE WHEN c.transformation_subtype IN (
+                                   'IDENTITY', 'TRANSFORMATION', 'AGGREGATION', 'JOIN', 'FILTER',
+                                   'GROUP_BY', 'SORT', 'WINDOW', 'CONDITIONAL'
+                               ) THEN '"' || c.transformation_subtype || '"'
+                               ELSE to_json(c.transformation_subtype)::text END, '')
                    || coalesce(',"masking":' || c.masking::text, '')
                    || coalesce(',"description":' || to_json(c.transformation_description)::text, '') || '}',
                    '')
@@ -108,11 +110,44 @@ class JobsPage:
     jobs: Rows  # JOB_COLUMNS, by id
     links: Rows  # job id, direction, dataset id, namespace, name, description
     derived_links: Rows
-    fields: Rows  # dataset id, its fields' JSON joined by commas (NULL: none)
+    fields: dict[int, str]  # dataset id → its schema's ``fields`` array; datasets without fields left out
 
     @property
     def last_job_id(self) -> int:
         return int(self.jobs[-1][0])
+
+
+class FieldsMemory:
+    """The fields of the datasets the read fetched lately, so that a later page does not fetch them again.
+
+    Within one snapshot a dataset's fields never change, and the jobs that read and write a dataset are
+    usually close in the order of the read (a page or a few apart): about a fifth of a page's datasets
+    were in the previous pages. Bounded to ``capacity`` datasets, the least recently used dropped. Used
+    by one thread only (the one that fetches the pages).
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._capacity = capacity
+        self._fields: dict[int, str | None] = {}
+
+    def fields(self, cursor: Any, dataset_ids: Iterable[int]) -> dict[int, str]:
+        """``fields`` of :class:`JobsPage` for these datasets, fetching only those not remembered."""
+        remembered = self._fields
+        page: dict[int, str | None] = {}
+        missing = []
+        for dataset_id in dataset_ids:
+            if dataset_id in remembered:
+                page[dataset_id] = remembered.pop(dataset_id)  # put back last: the newest
+            else:
+                missing.append(dataset_id)
+        if missing:
+            cursor.execute(_FIELDS_JSON_SQL, {"ids": missing})
+            for dataset_id, fields in cursor.fetchall():
+                page[dataset_id] = None if fields is None else f"[{fields}]"
+        remembered.update(page)
+        while len(remembered) > self._capacity:
+            del remembered[next(iter(remembered))]
+        return {dataset_id: fields for dataset_id, fields in page.items() if fields is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,20 +159,24 @@ class LineagePage:
     derived_lineage: Rows  # graph_pages' rows (job id, then graph._LineageRow)
 
 
-def fetch_jobs_page(cursor: Any, organization_id: int, after: int, batch_size: int) -> JobsPage | None:
+def fetch_jobs_page(
+    cursor: Any, organization_id: int, after: int, batch_size: int, memory: FieldsMemory
+) -> JobsPage | None:
     """The org's next ``batch_size`` jobs with ids above ``after``, their links and their datasets'
-    fields; None when there are none. ``cursor`` is a psycopg cursor in the snapshot the read sees."""
+    fields; None when there are none. ``cursor`` is a psycopg cursor in the snapshot the read sees;
+    ``memory`` is the same for every page of one read."""
     cursor.execute(_JOBS_SQL, {"org": organization_id, "after": after, "limit": batch_size})
     jobs = cursor.fetchall()
     if not jobs:
         return None
     page = {"org": organization_id, "after": after, "last": jobs[-1][0]}
-
-    def rows(statement: str) -> Rows:
-        cursor.execute(statement, page)
-        return cast(Rows, cursor.fetchall())
-
-    return JobsPage(jobs, rows(_LINKS_SQL), rows(_DERIVED_LINKS_SQL), rows(_FIELDS_JSON_SQL))
+    cursor.execute(_LINKS_SQL, page)
+    links = cursor.fetchall()
+    cursor.execute(_DERIVED_LINKS_SQL, page)
+    derived_links = cursor.fetchall()
+    dataset_ids = dict.fromkeys(row[2] for row in links)  # in order, once each
+    dataset_ids.update(dict.fromkeys(row[2] for row in derived_links))
+    return JobsPage(jobs, links, derived_links, memory.fields(cursor, dataset_ids))
 
 
 def fetch_lineage_page(cursor: Any, organization_id: int, after: int, batch_size: int) -> LineagePage | None:
@@ -250,7 +289,7 @@ def build_json_page(jobs_page: JobsPage, page: LineagePage, lookup_names: NameLo
     unnamed = {row[4] for row in page.lineage}.union(row[4] for row in page.derived_lineage).difference(names)
     if unnamed:
         names.update((row[0], (row[1], row[2])) for row in lookup_names(sorted(unnamed)))
-    fields = _fields_by_dataset(jobs_page.fields)
+    fields = jobs_page.fields
     lineage_by_job = _lineage_json_by_job(page.lineage, names)
     derived_by_job = _lineage_by_job(page.derived_lineage, names) if page.derived_lineage else {}
     for job in jobs_page.jobs:
@@ -314,11 +353,6 @@ def _links_by_job(rows: Rows, names: dict[int, tuple[str, str]]) -> dict[int, li
         links_by_job.setdefault(job_id, []).append((direction, dataset_id, namespace, name, description))
         names[dataset_id] = (namespace, name)
     return links_by_job
-
-
-def _fields_by_dataset(rows: Rows) -> dict[int, str]:
-    """Each dataset's ``fields`` array (datasets without fields are left out)."""
-    return {dataset_id: f"[{fields}]" for dataset_id, fields in rows if fields is not None}
 
 
 def _lineage_json_by_job(rows: Rows, names: dict[int, tuple[str, str]]) -> dict[int, dict[int, _Grouped]]:

@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from lineage_core.lineage.graph import JobLineage
 from lineage_core.lineage.graph_json import (
+    FieldsMemory,
     JobJson,
     JobsPage,
     LineagePage,
@@ -99,8 +100,13 @@ def iter_prefetched_json_graph(
     def build(jobs: JobsPage, lineage: LineagePage) -> Iterator[JobJson]:
         return build_json_page(jobs, lineage, lookup_names)
 
+    memory = FieldsMemory()
+
+    def fetch_jobs(cursor: Any, organization_id: int, after: int, batch_size: int) -> JobsPage | None:
+        return fetch_jobs_page(cursor, organization_id, after, batch_size, memory)
+
     return _iter_prefetched(
-        session, snapshot, organization_id, batch_size, (fetch_jobs_page, fetch_lineage_page), build
+        session, snapshot, organization_id, batch_size, (fetch_jobs, fetch_lineage_page), build
     )
 
 
