@@ -34,7 +34,7 @@ from lineage_core.lineage.graph import (
     iter_org_graph_for_export,
     iter_org_graph_serial,
 )
-from lineage_core.lineage.graph_json import JobJson
+from lineage_core.lineage.graph_json import FieldsMemory, JobJson
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.parse import check_event
 from tests.factories import (
@@ -564,3 +564,42 @@ def test_losing_a_connection_of_the_export_read_fails_it_cleanly(
         assert graph_threads() == []
         assert session.execute(text("SELECT 1")).scalar_one() == 1
     assert pids and graph_threads() == []
+
+
+class RecordingCursor:
+    """A psycopg cursor that records the dataset ids each query asks for."""
+
+    def __init__(self, cursor: Any) -> None:
+        self.cursor = cursor
+        self.asked: list[list[int]] = []
+
+    def execute(self, statement: str, params: dict[str, Any]) -> None:
+        self.asked.append(list(params["ids"]))
+        self.cursor.execute(statement, params)
+
+    def fetchall(self) -> list[Any]:
+        return self.cursor.fetchall()  # type: ignore[no-any-return]
+
+
+def test_the_fields_memory_fetches_a_dataset_once_while_it_is_remembered(db: Session) -> None:
+    org_id = stored_org(db, "acme", feature_events(jobs=6, seed=4))
+    ids = list(
+        db.scalars(
+            text("SELECT id FROM lineage_datasets WHERE organization_id = :org ORDER BY id"), {"org": org_id}
+        )
+    )
+    with_fields = set(db.scalars(text("SELECT DISTINCT dataset_id FROM lineage_dataset_fields")))
+    assert len(ids) >= 5 and set(ids) - with_fields  # some datasets have no fields
+    with db.connection().connection.cursor() as raw:
+        cursor = RecordingCursor(raw)
+
+        def fresh(dataset_ids: list[int]) -> dict[int, str]:
+            return FieldsMemory().fields(raw, dataset_ids)
+
+        memory = FieldsMemory(capacity=3)
+        assert memory.fields(cursor, ids[:3]) == fresh(ids[:3])
+        assert set(fresh(ids)) == set(ids) & with_fields  # datasets without fields are left out
+        assert memory.fields(cursor, ids[1:3]) == fresh(ids[1:3])  # remembered: not asked again
+        assert memory.fields(cursor, [ids[3], ids[1]]) == fresh([ids[3], ids[1]])  # ids[0] is dropped
+        assert memory.fields(cursor, [ids[0]]) == fresh([ids[0]])
+    assert cursor.asked == [ids[:3], [ids[3]], [ids[0]]]
