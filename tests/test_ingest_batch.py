@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
+import psycopg.errors
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
@@ -17,11 +19,11 @@ from sqlalchemy.orm import Session
 
 from lineage_core.accounts.api_keys import Scope, create_api_key, revoke_api_key
 from lineage_core.infra.config import Settings
-from lineage_core.infra.db import get_engine
 from lineage_core.infra.models import ApiKey, Organization
 from lineage_core.lineage.ingest import store_event
 from lineage_core.lineage.parse import check_event
 from portal import create_app
+from tests.db_refusals import refusing_jobs_named_poison
 from tests.factories import (
     column_lineage,
     dataset,
@@ -187,10 +189,11 @@ def test_other_media_types_and_encodings_are_a_415(
 
 @pytest.fixture
 def small_limits(settings: Settings) -> FlaskClient:
-    config = {"TESTING": True, "LINEAGE_BATCH_MAX_EVENTS": 3, "LINEAGE_BATCH_MAX_BYTES": 20_000}
-    return create_app(
-        test_config={**config, "LINEAGE_MAX_EVENT_BYTES": 5_000}, settings=settings
-    ).test_client()
+    # Through the settings (the environment's LINEAGE_* variables), as an operator sets them.
+    limited = dataclasses.replace(
+        settings, lineage_batch_max_events=3, lineage_batch_max_bytes=20_000, lineage_max_event_bytes=5_000
+    )
+    return create_app(test_config={"TESTING": True}, settings=limited).test_client()
 
 
 def test_more_events_than_allowed_is_a_413_and_nothing_is_stored(
@@ -222,7 +225,7 @@ def test_a_body_over_the_byte_limit_is_a_413_before_and_after_gzip(
 
 
 def test_an_event_over_its_own_limits_is_rejected_alone(
-    small_limits: FlaskClient, db: Session, org: Organization, key: str
+    small_limits: FlaskClient, client: FlaskClient, db: Session, org: Organization, key: str
 ) -> None:
     big = run_event(job="big", job_facets={"documentation": {"description": "x" * 6_000}})
     wide = run_event(job="wide", inputs=[dataset(f"t{i}") for i in range(5_001)])
@@ -232,10 +235,7 @@ def test_an_event_over_its_own_limits_is_rejected_alone(
     assert (results[1]["httpStatus"], results[1]["error"]) == (413, "payload_too_large")
     assert job_names(db, org) == ["after", "before"]
 
-    unlimited = create_app(
-        test_config={"TESTING": True}, settings=small_limits.application.config["SETTINGS"]
-    )
-    response = post(unlimited.test_client(), ndjson([wide, run_event(job="next")]), key)
+    response = post(client, ndjson([wide, run_event(job="next")]), key)
     first, second = response.get_json()["results"]
     assert (first["httpStatus"], first["error"], first["field"]) == (413, "event_too_large", "inputs")
     assert second["status"] == "accepted"
@@ -245,26 +245,8 @@ def test_an_event_over_its_own_limits_is_rejected_alone(
 @pytest.fixture
 def poison_trigger(settings: Settings) -> Iterator[None]:
     """A real constraint of the database that the event checks do not know: no job may be called 'poison'."""
-    engine = get_engine(settings.database_url)
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "CREATE FUNCTION test_refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                "IF NEW.name = 'poison' THEN "
-                "RAISE EXCEPTION 'no poison jobs' USING ERRCODE = 'check_violation'; "
-                "END IF; RETURN NEW; END $$"
-            )
-        )
-        conn.execute(
-            text(
-                "CREATE TRIGGER test_refuse_poison BEFORE INSERT ON lineage_jobs "
-                "FOR EACH ROW EXECUTE FUNCTION test_refuse_poison()"
-            )
-        )
-    yield
-    with engine.begin() as conn:
-        conn.execute(text("DROP TRIGGER test_refuse_poison ON lineage_jobs"))
-        conn.execute(text("DROP FUNCTION test_refuse_poison()"))
+    with refusing_jobs_named_poison(settings.database_url):
+        yield
 
 
 def test_an_event_the_database_refuses_is_rejected_and_no_other_event_is_lost(
@@ -310,6 +292,102 @@ def test_a_database_failure_mid_batch_is_a_503_and_stores_nothing(
     assert_error(response, 503, "database_unavailable")
     assert response.headers["Retry-After"] == "5"
     assert row_counts(db) == [0] * len(TABLES)
+
+
+def deadlock() -> OperationalError:
+    return OperationalError("UPDATE", {}, psycopg.errors.DeadlockDetected("deadlock detected"))
+
+
+def test_a_deadlock_is_retried_and_answers_as_if_it_never_happened(
+    client: FlaskClient, db: Session, org: Organization, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lineage_core.lineage import batch_merge
+
+    real = batch_merge._write_datasets
+    failures = iter([deadlock()])
+
+    def deadlocked_once(*args: Any) -> None:
+        real(*args)  # everything of the first attempt is written by now, then PostgreSQL picks it
+        if (error := next(failures, None)) is not None:
+            raise error
+
+    monkeypatch.setattr(batch_merge, "_write_datasets", deadlocked_once)
+    events = [orders_event(), run_event(job="other", inputs=[dataset("a", schema=schema(("id", "INT")))])]
+    response = post(client, ndjson(events), key)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    results = response.get_json()["results"]
+    # The answers of the attempt that committed, made after the first attempt was rolled back: not
+    # "unchanged" as they would be if its writes had stayed.
+    assert [(r["lineage"], r["datasetFacetsUpdated"]) for r in results] == [("replaced", 4), ("replaced", 1)]
+    assert job_names(db, org) == ["etl.orders_daily", "other"]
+    fresh = make_org(db, "fresh")
+    for event in events:
+        store_event(db, fresh.id, check_event(event))
+    assert graph_of(db, org.id) == graph_of(db, fresh.id)
+
+
+def test_a_database_failure_while_isolating_a_refused_event_is_a_503_and_stores_nothing(
+    client: FlaskClient, db: Session, key: str, poison_trigger: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refused event sends the batch event by event (each in a savepoint); the database failing
+    after some of them were written there leaves nothing of the batch."""
+    from lineage_core.lineage import batch_merge
+
+    real = batch_merge.apply_batch
+    calls = 0
+
+    def fails_on_the_third_event_alone(session: Session, organization_id: int, batch: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        results = real(session, organization_id, batch)
+        if len(batch) == 1 and calls == 4:  # the whole batch, then the first two events alone
+            raise OperationalError("UPDATE", {}, Exception("server closed the connection unexpectedly"))
+        return results
+
+    monkeypatch.setattr("lineage_core.lineage.ingest.apply_batch", fails_on_the_third_event_alone)
+    events = [
+        run_event(job="first", outputs=[dataset("out_1", schema=schema(("id", "INT")))]),
+        run_event(job="poison", outputs=[dataset("out_p")]),
+        run_event(job="third", outputs=[dataset("out_3")]),
+    ]
+    assert_error(post(client, ndjson(events), key), 503, "database_unavailable")
+    assert calls == 4
+    assert row_counts(db) == [0] * len(TABLES)
+
+
+def test_a_deadlock_while_isolating_a_refused_event_is_retried(
+    client: FlaskClient,
+    db: Session,
+    org: Organization,
+    key: str,
+    poison_trigger: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lineage_core.lineage import batch_merge
+
+    real = batch_merge.apply_batch
+    calls = 0
+
+    def deadlocks_on_the_third_event_alone(session: Session, organization_id: int, batch: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        results = real(session, organization_id, batch)
+        if calls == 4:
+            raise deadlock()
+        return results
+
+    monkeypatch.setattr("lineage_core.lineage.ingest.apply_batch", deadlocks_on_the_third_event_alone)
+    events = [
+        run_event(job="first", outputs=[dataset("out_1", schema=schema(("id", "INT")))]),
+        run_event(job="poison", outputs=[dataset("out_p")]),
+        run_event(job="third", outputs=[dataset("out_3")]),
+    ]
+    response = post(client, ndjson(events), key)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    results = response.get_json()["results"]
+    assert [r["status"] for r in results] == ["accepted", "rejected", "accepted"]
+    assert [results[0]["datasetFacetsUpdated"], results[2]["lineage"]] == [1, "replaced"]
+    assert job_names(db, org) == ["first", "third"]
 
 
 def test_keys_scopes_and_organizations(client: FlaskClient, db: Session, org: Organization, key: str) -> None:
