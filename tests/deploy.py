@@ -63,6 +63,10 @@ UNSET_IN_PRODUCTION = {
     "LOGIN_LIMIT_PER_ADDRESS",
     "API_KEY_LIMIT_PER_ADDRESS",
     "API_KEY_LIMIT_PER_PREFIX",
+    # The ingest API's bounds: production runs on their defaults too.
+    "LINEAGE_MAX_EVENT_BYTES",
+    "LINEAGE_BATCH_MAX_EVENTS",
+    "LINEAGE_BATCH_MAX_BYTES",
     # Not given by the deploy module yet. Behind the load balancer and the Envoy proxy the portal should
     # get PROXY_HOPS=1 (the ALB appends the client to X-Forwarded-For; Envoy trusts one hop), or every
     # client shares the proxy's address in the per-address limits and the audit trail.

@@ -19,6 +19,7 @@ PUBLIC = {
     "static": "stylesheets",
     "ops_health.healthz": "load balancers; answers only ok/unreachable per dependency",
     "ops_health.metrics": "Prometheus; checks a bearer token or an operator session itself",
+    "api_docs.openapi_json": "the API's OpenAPI document: what every client may read before it has a key",
 }
 
 
@@ -52,8 +53,9 @@ def test_public_endpoints_are_only_the_listed_ones(app: Flask) -> None:
         for rule in app.url_map.iter_rules()
         if rule.endpoint in PUBLIC or getattr(app.view_functions[rule.endpoint], "_public", False)
     }
-    # Bearer-key API endpoints authenticate themselves; anything else public must be listed above.
-    assert {e for e in public if not e.startswith("api.")} <= set(PUBLIC)
+    # Bearer-key API endpoints (ingest, connections) authenticate themselves (401 without a key: their
+    # own tests); anything else public must be listed above.
+    assert {e for e in public if not e.startswith(("api.", "connections_api."))} <= set(PUBLIC)
 
 
 def test_login_with_a_wrong_password_is_refused(client: FlaskClient, admin: User) -> None:

@@ -25,6 +25,8 @@ PAGES = {
     "ops": ("ops@vendor.test", "/ops/"),
     "ops_health": (None, "/healthz"),
     "api": (None, "/api/v1/lineage"),  # a 405 for GET, still with the headers
+    "connections_api": (None, "/api/v1/connections"),  # a 401 without a key, still with the headers
+    "api_docs": (None, "/api/v1/openapi.json"),
     "rq_dashboard": ("ops@vendor.test", "/admin/rq/"),
     None: (None, "/static/style.css"),
 }
