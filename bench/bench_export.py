@@ -7,7 +7,9 @@ Prints two tables and the issue's targets:
     discarded (the export without S3);
   - *generation with the serial read*: the same, the graph read page after page on the session's own
     connection (:func:`lineage_core.lineage.graph.iter_org_graph_serial`, SQLite's read and the read
-    before the prefetching one): the before/after of the read, measured in the same rounds;
+    before the prefetching one), and *with the object read*, the prefetching read of JobLineage objects
+    (:func:`lineage_core.lineage.graph.iter_org_graph`, the export's read before the JSON one of
+    :mod:`lineage_core.lineage.graph_json`): the before/after of the read, measured in the same rounds;
   - *(c) upload alone*: boto3 ``upload_file`` (default TransferConfig: 8 MiB parts, 10 threads) of the
     finished file to the same moto server: the upload ceiling;
   - *end to end*: :func:`lineage_core.export.run.run_export` of a queued run (assume role, read, build,
