@@ -160,6 +160,16 @@ def test_gzip_bodies_are_accepted(client: FlaskClient, db: Session, org: Organiz
     )
 
 
+def test_an_event_split_over_two_gzip_members_is_read_whole(
+    client: FlaskClient, db: Session, org: Organization, key: str
+) -> None:
+    body = orjson.dumps(orders_event())
+    two_members = gzip.compress(body[:100]) + gzip.compress(body[100:])
+    response = post(client, two_members, key, **{"Content-Encoding": "gzip"})
+    assert response.status_code == 201, response.get_data(as_text=True)[:500]
+    assert graph_of(db, org.id)[0]["name"] == "etl.orders_daily"
+
+
 @pytest.mark.parametrize(
     ("headers", "field"),
     [({"Content-Type": "text/plain"}, "Content-Type"), ({"Content-Encoding": "br"}, "Content-Encoding")],

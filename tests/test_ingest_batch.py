@@ -488,3 +488,24 @@ def test_concurrent_batches_on_overlapping_datasets_all_land(
             for item in batch:
                 store_event(db, reference.id, check_event(item))
     assert graph_of(db, org.id) == graph_of(db, reference.id)
+
+
+def test_a_gzip_body_of_several_members_is_read_to_its_end(
+    client: FlaskClient, small_limits: FlaskClient, db: Session, org: Organization, key: str
+) -> None:
+    # `cat a.gz b.gz` is a valid gzip stream (gzip -d reads both): the events of the second member were
+    # once dropped without a word, the batch answering for the first member's events only.
+    gzip_header = {"Content-Encoding": "gzip"}
+    first = gzip.compress(ndjson([run_event(job="first.a"), run_event(job="first.b")]))
+    second = gzip.compress(ndjson([run_event(job="second.a")]))
+    response = post(client, first + second, key, **gzip_header)
+    assert response.status_code == 200, response.get_data(as_text=True)[:500]
+    assert [r["status"] for r in response.get_json()["results"]] == ["accepted"] * 3
+    assert job_names(db, org) == ["first.a", "first.b", "second.a"]
+
+    # Bytes after a member that are not another member are refused, not ignored.
+    assert_error(post(client, first + b"trailing bytes", key, **gzip_header), 400, "malformed_body")
+    # The byte limit counts every member: many small members cannot add up past it (20,000 here).
+    member = gzip.compress(b"\n" * 15_000)
+    assert_error(post(small_limits, member + member, key, **gzip_header), 413, "payload_too_large")
+    assert job_names(db, org) == ["first.a", "first.b", "second.a"]

@@ -115,20 +115,35 @@ def content_encoding() -> str:
 
 
 def decoded(raw: bytes, encoding: str, limit: int, what: str) -> bytes:
-    """The body decompressed, never more than ``limit`` bytes."""
+    """The body decompressed, never more than ``limit`` bytes.
+
+    A gzip body may hold several members one after the other (``cat a.gz b.gz``, or a client that
+    compresses each chunk it streams): like ``gzip -d``, every member is read, so no event after the
+    first member is silently dropped. Anything after a member that is not another member is an error.
+    """
     if encoding == "identity":
         return raw
-    # Decompress at most limit + 1 bytes: a small "zip bomb" must not expand into memory.
-    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        body = decompressor.decompress(raw, limit + 1)
-    except zlib.error as error:
-        raise RejectedError(400, "malformed_body", "body", f"The body is not valid gzip: {error}.") from None
-    if len(body) > limit or decompressor.unconsumed_tail:
-        raise payload_too_large(limit, what)
-    if not decompressor.eof:
-        raise RejectedError(400, "malformed_body", "body", "The gzip body is truncated.")
-    return body
+    parts: list[bytes] = []
+    size = 0
+    remaining = raw
+    while True:
+        # Decompress at most limit + 1 bytes in all: a small "zip bomb" must not expand into memory.
+        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            part = decompressor.decompress(remaining, limit + 1 - size)
+        except zlib.error as error:
+            raise RejectedError(
+                400, "malformed_body", "body", f"The body is not valid gzip: {error}."
+            ) from None
+        parts.append(part)
+        size += len(part)
+        if size > limit or decompressor.unconsumed_tail:
+            raise payload_too_large(limit, what)
+        if not decompressor.eof:
+            raise RejectedError(400, "malformed_body", "body", "The gzip body is truncated.")
+        remaining = decompressor.unused_data
+        if not remaining:
+            return b"".join(parts)
 
 
 @dataclass(frozen=True, slots=True)

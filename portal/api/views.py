@@ -29,7 +29,7 @@ event in order: ``{"index", "status": "accepted", "lineage", "jobFacetsUpdated",
 "httpStatus": 400|413, "error", "message", "field", "problems"}`` (the single endpoint's error for it;
 nothing of that event is stored, its neighbours are). 4xx only for the request as a whole: 400
 ``malformed_body``, 401, 403, 413 ``payload_too_large`` or ``too_many_events``, 415, 429; 503
-``database_unavailable``: nothing of the batch was stored.
+``database_unavailable``: on PostgreSQL nothing of the batch was stored (SQLite stores event by event).
 
 One database connection per request and one transaction for the key's lookup and the store: the key
 is read in the transaction that stores (a batch's is committed before its events are parsed, so that
@@ -161,7 +161,12 @@ def _answering_503(view: Callable[[Session], tuple[Response, int]]) -> tuple[Res
             return view(db)
     except DBAPIError:
         log.exception("storing lineage events failed")
-        message = "The events could not be stored now; nothing was stored. Send them again later."
+        # True on both databases: PostgreSQL stored nothing of the request; SQLite (one transaction per
+        # event) may have stored some events, which posting them again leaves as they are.
+        message = (
+            "The events could not be stored now. Send them again later: "
+            "an event already stored is not stored twice."
+        )
         response, status = _error(
             503, "database_unavailable", [Problem("body", "database_unavailable", message)]
         )
