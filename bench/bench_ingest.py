@@ -42,6 +42,7 @@ import orjson
 import psycopg
 import requests
 
+from bench.fresh_statistics import fresh_statistics
 from lineage_core.accounts.api_keys import create_api_key
 from lineage_core.accounts.organizations import create_organization
 from lineage_core.demo.synthetic import DEFAULT_START, iter_synthetic_events
@@ -390,10 +391,12 @@ def main() -> None:
     postmaster = postmaster_pid()
     with throwaway_postgres_database() as database_url, tempfile.TemporaryDirectory() as tmp:
         migrate.upgrade(database_url)
-        for events in args.events:
-            results, sizes[events] = bench_size(database_url, events, args, Path(tmp), postmaster)
-            rows += results
+        with fresh_statistics(database_url) as statistics_note:
+            for events in args.events:
+                results, sizes[events] = bench_size(database_url, events, args, Path(tmp), postmaster)
+                rows += results
     print_table(rows, sizes)
+    print(f"Planner statistics: {statistics_note} (its CPU is in the PG column).")
 
 
 if __name__ == "__main__":
