@@ -1,6 +1,7 @@
 """Setup as code: with one key made in the portal, a script sets up an export through the API alone, as
 docs/api.md shows: create, deploy the returned template (CloudFormation on the local AWS), activate,
-and poll the runs until the first export is in the bucket (written by a real worker process)."""
+and poll the runs until the first export is in the bucket (written by a real worker process). The same
+script then rotates the External ID, with an export at every step and none failing."""
 
 from __future__ import annotations
 
@@ -41,6 +42,21 @@ def _key_from_the_portal(admin_client: FlaskClient) -> str:
     return secret.group(1)
 
 
+def _replace_stack(endpoint: str, template: str) -> None:
+    """The stack again from a new template. A real script runs ``aws cloudformation deploy`` (an update);
+    moto 5.2's update_stack fails on this template's AWS::IAM::Policy (measured), so the local AWS gets a
+    delete and a create, with the same role name, ARN and result."""
+    cloudformation = boto3.client("cloudformation", endpoint_url=endpoint, region_name="us-east-1")
+    cloudformation.delete_stack(StackName="FoundationalOpenLineageExport")
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        stacks = cloudformation.list_stacks(StackStatusFilter=["DELETE_COMPLETE"])["StackSummaries"]
+        if any(stack["StackName"] == "FoundationalOpenLineageExport" for stack in stacks):
+            break
+        time.sleep(0.2)
+    _deploy_stack(endpoint, template)
+
+
 def _deploy_stack(endpoint: str, template: str) -> None:
     """What ``aws cloudformation deploy --capabilities CAPABILITY_NAMED_IAM`` does, on the local AWS."""
     cloudformation = boto3.client("cloudformation", endpoint_url=endpoint, region_name="us-east-1")
@@ -59,14 +75,62 @@ def _deploy_stack(endpoint: str, template: str) -> None:
     raise AssertionError("the stack was not created")
 
 
-def _first_finished_run(client: FlaskClient, runs_url: str, key: str, log: Path) -> dict[str, Any]:
+def _first_finished_run(
+    client: FlaskClient, runs_url: str, key: str, log: Path, runs: int = 1
+) -> dict[str, Any]:
+    """The newest run once ``runs`` runs exist and the newest has finished."""
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
-        runs = call(client, "GET", runs_url, key).get_json()["runs"]
-        if runs and runs[0]["status"] in ("succeeded", "failed"):
-            return dict(runs[0])
+        listed = call(client, "GET", runs_url, key).get_json()["runs"]
+        if len(listed) >= runs and listed[0]["status"] in ("succeeded", "failed"):
+            return dict(listed[0])
         time.sleep(0.2)
-    raise AssertionError(f"gave up waiting for the first export; worker log:\n{log.read_text()[-5000:]}")
+    raise AssertionError(f"gave up waiting for export {runs}; worker log:\n{log.read_text()[-5000:]}")
+
+
+def _rotate_the_external_id(
+    api: FlaskClient, aws: str, connection: dict[str, Any], key: str, log: Path
+) -> None:
+    """Rotate, export while pending, deploy the template with both IDs, activate, export with the new one."""
+    self_url, runs_url = connection["links"]["self"], connection["links"]["runs"]
+    old_id = connection["externalId"]
+    started = call(api, "POST", f"{self_url}/rotation", key)
+    assert started.status_code == 200, started.get_json()
+    rotation = started.get_json()["connection"]["rotation"]
+    assert (rotation["state"], rotation["externalId"]) == ("pending", old_id)
+    new_id = rotation["newExternalId"]
+    assert new_id and new_id != old_id
+    again = call(api, "POST", f"{self_url}/rotation", key)
+    assert (again.status_code, again.get_json()["error"]) == (409, "rotation_refused")  # one at a time
+
+    # Until the new ID is verified, exports go on with the current one.
+    assert call(api, "POST", f"{self_url}/exports", key).status_code == 202
+    assert _first_finished_run(api, runs_url, key, log, runs=2)["status"] == "succeeded"
+
+    template = call(api, "GET", connection["links"]["cloudformation"], key).get_data(as_text=True)
+    assert old_id in template and new_id in template  # the trust policy takes both while rotating
+    _replace_stack(aws, template)
+    activated = call(api, "POST", f"{self_url}/activate", key)
+    assert activated.status_code == 200, activated.get_json()
+    rotation = activated.get_json()["connection"]["rotation"]
+    assert (rotation["state"], rotation["externalId"], rotation["oldExternalId"]) == (
+        "verified",
+        new_id,
+        old_id,
+    )
+
+    # Exports now use the new ID, and check whether the role still takes the old one.
+    if not any(
+        r["status"] in ("queued", "running") for r in call(api, "GET", runs_url, key).get_json()["runs"]
+    ):
+        assert call(api, "POST", f"{self_url}/exports", key).status_code == 202
+    assert _first_finished_run(api, runs_url, key, log, runs=3)["status"] == "succeeded"
+    rotation = call(api, "GET", self_url, key).get_json()["rotation"]
+    assert rotation["oldIdCheckedAt"] is not None
+    template = call(api, "GET", connection["links"]["cloudformation"], key).get_data(as_text=True)
+    assert new_id in template
+    runs = call(api, "GET", runs_url, key).get_json()["runs"]
+    assert [r["status"] for r in runs] == ["succeeded"] * len(runs)  # no failed export on the way
 
 
 def test_a_script_sets_up_an_export_through_the_api_alone(
@@ -101,20 +165,27 @@ def test_a_script_sets_up_an_export_through_the_api_alone(
     log = tmp_path / "worker.log"
     with running_process(settings, "worker", log):
         run = _first_finished_run(api, connection["links"]["runs"], key, log)
-    assert run["status"] == "succeeded", run["error"]
-    exported = s3.get_object(Bucket=BUCKET, Key=KEY)["Body"].read()
-    assert run["bytes"] == len(exported) and run["events"] == exported.count(b"\n") > 0
-    assert b"shop.marts.orders" in exported
-    card = call(api, "GET", connection["links"]["self"], key).get_json()["card"]
-    assert card["lastStatus"] == "succeeded"
+        assert run["status"] == "succeeded", run["error"]
+        exported = s3.get_object(Bucket=BUCKET, Key=KEY)["Body"].read()
+        assert run["bytes"] == len(exported) and run["events"] == exported.count(b"\n") > 0
+        assert b"shop.marts.orders" in exported
+        card = call(api, "GET", connection["links"]["self"], key).get_json()["card"]
+        assert card["lastStatus"] == "succeeded"
+        _rotate_the_external_id(api, aws, connection, key, log)
 
     actions = [
         (e.action, e.actor)
         for e in db.scalars(select(AuditEvent).where(AuditEvent.action.startswith("connection.")))
     ]
     prefix = key[:12]
-    assert actions == [
-        ("connection.created", prefix),
-        ("connection.edited", prefix),
-        ("connection.saved", prefix),
+    assert [action for action, actor in actions if actor == prefix] == [
+        "connection.created",
+        "connection.edited",
+        "connection.saved",
+        "connection.external_id_rotation_started",
+        "connection.export_requested",
+        "connection.external_id_rotation_verified",
+        "connection.saved",
+        "connection.export_requested",
     ]
+    assert len(actions) == 8  # every one by the key: nothing the script did went unrecorded or unnamed
