@@ -14,16 +14,21 @@ from functools import cache
 from typing import Any
 
 from lineage_core.accounts.api_keys import Scope
+from lineage_core.infra.config import (
+    DEFAULT_LINEAGE_BATCH_MAX_BYTES,
+    DEFAULT_LINEAGE_BATCH_MAX_EVENTS,
+    DEFAULT_LINEAGE_MAX_EVENT_BYTES,
+)
 from lineage_core.lineage.limits import DEFAULT_LIMITS
 from lineage_core.setup.destination import DEFAULT_INTERVAL_DAYS, MAX_INTERVAL_DAYS, MIN_INTERVAL_DAYS
 from portal.api.connections import RUNS_LIMIT_MAX
 
 Json = dict[str, Any]
 
-# The batch endpoint's defaults (app config LINEAGE_BATCH_MAX_EVENTS and LINEAGE_BATCH_MAX_BYTES).
-BATCH_MAX_EVENTS = 1000
-BATCH_MAX_BYTES = 16 * 1024 * 1024
-EVENT_MAX_BYTES = 5 * 1024 * 1024  # LINEAGE_MAX_EVENT_BYTES' default
+# The defaults of the settings LINEAGE_BATCH_MAX_EVENTS, LINEAGE_BATCH_MAX_BYTES, LINEAGE_MAX_EVENT_BYTES.
+BATCH_MAX_EVENTS = DEFAULT_LINEAGE_BATCH_MAX_EVENTS
+BATCH_MAX_BYTES = DEFAULT_LINEAGE_BATCH_MAX_BYTES
+EVENT_MAX_BYTES = DEFAULT_LINEAGE_MAX_EVENT_BYTES
 
 
 def _ref(name: str) -> Json:

@@ -7,7 +7,7 @@ make sure the key is the one of the organization you mean. Errors have one shape
 ``{"error": code, "message": sentence, "field": path, "problems": [{"field", "code", "message"}]}``.
 
 ``POST /api/v1/lineage``: ``Content-Type: application/json`` (or none); one RunEvent, JobEvent or
-DatasetEvent, at most ``LINEAGE_MAX_EVENT_BYTES`` (app config, default 5 MiB) before and after
+DatasetEvent, at most ``LINEAGE_MAX_EVENT_BYTES`` (a setting, default 5 MiB) before and after
 decompression. 201: stored (or already: posting it again is harmless), and what it did:
 ``{"status": "accepted", "lineage": "replaced|refreshed|unchanged|stale|not_carried",
 "jobFacetsUpdated": [...], "datasetFacetsUpdated": n}``. 4xx: rejected, nothing of it stored. 400
