@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +47,10 @@ def work_until_stopped(
                 error,
                 wait,
             )
+            # The ended worker's signal handlers only set a flag its loop no longer reads: between two
+            # workers, SIGTERM and SIGINT stop the process at once, as a process manager expects.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             pause(wait)
             wait = min(wait * 2, LONGEST_PAUSE_SECONDS)
 
