@@ -30,6 +30,14 @@ from lineage_core.infra.db import Base
 from lineage_core.infra.models import UtcDateTime, utcnow
 
 # Limits the ingest API checks before anything reaches these columns (see lineage_core.lineage.parse).
+# _NO_PARENT_KEYS: the rows the ingest writes by the tens per event (a dataset's fields, a job's datasets,
+# its reported column lineage) have no foreign keys to their job or dataset. Each key made PostgreSQL
+# look up and share-lock the parent for every inserted row: measured, most of the database's cost of
+# storing a new job's event. The merge only writes ids of jobs and datasets it locked or created in the
+# same transaction, and jobs and datasets are deleted only with their organization; the keys'
+# ON DELETE CASCADE is kept by triggers (migration 0011), so deleting a job, a dataset or their
+# organization still deletes these rows.
+
 NAMESPACE_MAX = 512
 NAME_MAX = 1024
 FIELD_NAME_MAX = 1024
@@ -105,7 +113,7 @@ class LineageDatasetField(Base):
         UniqueConstraint("dataset_id", "name", name="uq_lineage_dataset_fields_dataset_name"),
     )
 
-    dataset_id: Mapped[int] = mapped_column(ForeignKey("lineage_datasets.id", ondelete="CASCADE"))
+    dataset_id: Mapped[int] = mapped_column(Integer)  # no foreign key: see _NO_PARENT_KEYS
     position: Mapped[int] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(FIELD_NAME_MAX))
     type: Mapped[str | None] = mapped_column(Text)
@@ -123,10 +131,11 @@ class LineageJobDataset(Base):
         Index("ix_lineage_job_datasets_dataset", "dataset_id"),
     )
 
-    job_id: Mapped[int] = mapped_column(ForeignKey("lineage_jobs.id", ondelete="CASCADE"))
+    # No foreign keys: see _NO_PARENT_KEYS.
+    job_id: Mapped[int] = mapped_column(Integer)
     direction: Mapped[str] = mapped_column(String(6))  # "input" | "output"
     position: Mapped[int] = mapped_column(Integer)
-    dataset_id: Mapped[int] = mapped_column(ForeignKey("lineage_datasets.id", ondelete="CASCADE"))
+    dataset_id: Mapped[int] = mapped_column(Integer)
 
 
 class _ColumnLineageRow:
@@ -139,7 +148,6 @@ class _ColumnLineageRow:
     NULL. ``output_field`` NULL means a dataset-level dependency (``columnLineage.dataset`` in the spec).
     """
 
-    job_id: Mapped[int] = mapped_column(ForeignKey("lineage_jobs.id", ondelete="CASCADE"))
     position: Mapped[int] = mapped_column(Integer)
     # The two dataset ids have no foreign key and no index, on purpose: these are the largest tables and
     # each foreign key costs a lookup per inserted row (measured: the biggest part of storing an event).
@@ -162,6 +170,8 @@ class LineageColumnLineage(_ColumnLineageRow, Base):
 
     __tablename__ = "lineage_column_lineage"
     __table_args__ = (PrimaryKeyConstraint("job_id", "position", name="pk_lineage_column_lineage"),)
+
+    job_id: Mapped[int] = mapped_column(Integer)  # no foreign key: see _NO_PARENT_KEYS
 
 
 class LineageDerivation(Base):
@@ -195,6 +205,8 @@ class LineageDerivedColumnLineage(_ColumnLineageRow, Base):
 
     __tablename__ = "lineage_derived_column_lineage"
     __table_args__ = (PrimaryKeyConstraint("job_id", "position", name="pk_lineage_derived_column_lineage"),)
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("lineage_jobs.id", ondelete="CASCADE"))
 
 
 class LineageDerivedJobDataset(Base):
