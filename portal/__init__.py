@@ -15,6 +15,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers.response import Response
 
 from lineage_core.infra.config import ConfigError, Settings
+from lineage_core.infra.process import settle_garbage_collector
 from portal import database, headers, limits, security
 from portal import logging as portal_logging
 from portal.converters import DatabaseIdConverter
@@ -99,4 +100,8 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
     from portal import errors
 
     errors.init_app(app)  # 403, 404, 500 pages in the portal's layout
+    if not app.testing:
+        # A web worker (or a `flask` command) builds one app for its whole life; tests build hundreds in
+        # one process, where freezing each one's objects would keep them all.
+        settle_garbage_collector()
     return app

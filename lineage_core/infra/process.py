@@ -1,4 +1,4 @@
-"""Start-up shared by the product's long-running processes (worker, scheduler)."""
+"""Start-up shared by the product's long-running processes (web workers, worker, scheduler, import)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,13 @@ from lineage_core.infra.config import ConfigError, Settings
 from lineage_core.infra.logs import configure_json_logging
 
 logger = logging.getLogger(__name__)
+
+# Allocations between two young-generation collections (CPython's default is 700). A batch of 1000
+# events builds millions of objects, almost none in reference cycles; at 700 the collector ran thousands
+# of times per batch and each survivor was scanned again in the older generations: measured, 0.37 ms of
+# CPU per event to parse and fingerprint a batch in a web worker against 0.23 ms with the start-up
+# objects frozen and this threshold (0.21 with no collector at all). Cycles are still collected.
+YOUNG_GENERATION_THRESHOLD = 10_000
 
 
 def start_process(name: str) -> Settings:
@@ -43,7 +50,17 @@ def prepare_for_jobs(settings: Settings) -> None:
         logger.warning(
             "database not reachable at start-up (%s); jobs will connect when they run", type(error).__name__
         )
-    # Everything loaded so far (modules, the AWS models: hundreds of thousands of objects) lives as long
-    # as the process; frozen, the garbage collector's full collections in each job skip it.
+    settle_garbage_collector()
+
+
+def settle_garbage_collector() -> None:
+    """Call once start-up is done: the objects made so far leave the collector's way, and it runs less.
+
+    Everything loaded so far (modules, the app, the AWS models: hundreds of thousands of objects) lives
+    as long as the process; frozen, the collector's full collections skip it. The higher young-generation
+    threshold is :data:`YOUNG_GENERATION_THRESHOLD`'s.
+    """
     gc.collect()
     gc.freeze()
+    _young, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_GENERATION_THRESHOLD, middle, old)
