@@ -186,13 +186,19 @@ def apply_batch(session: Session, organization_id: int, batch: Sequence[Prepared
 # -- reading and locking -------------------------------------------------------------------------------
 
 
-def _keys_json(keys: Sequence[tuple[str, str]], arrival: dict[JobKey, int] | None = None) -> dict[str, str]:
-    """The :keys parameter: the keys in the order given (``ord``), with each job's arrival order."""
+def _keys_json(keys: Sequence[tuple[str, str]], arrival: dict[JobKey, int] | None = None) -> dict[str, Any]:
+    """The :keys parameter (the keys in the order given, ``ord``, with each job's arrival order) and
+    :key_count."""
     rows = [
         {"ns": ns, "name": name, "ord": ord_, "arrival": arrival[(ns, name)] if arrival else None}
         for ord_, (ns, name) in enumerate(keys)
     ]
-    return {"keys": orjson.dumps(rows).decode()}
+    return {"keys": orjson.dumps(rows).decode(), "key_count": len(rows)}
+
+
+def _rows_json(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The :rows parameter of an UPDATE, with :row_count (see :mod:`batch_sql`)."""
+    return {"rows": orjson.dumps(rows).decode(), "row_count": len(rows)}
 
 
 def _insert_json(session: Session, table: Any, rows: list[dict[str, Any]]) -> None:
@@ -366,7 +372,7 @@ def _write_jobs(
     if edges:
         _insert_json(session, sql.COLUMN_LINEAGE, edges)
     if updates:
-        session.execute(batch_sql.UPDATE_JOBS, {"rows": orjson.dumps(updates).decode(), "now": now})
+        session.execute(batch_sql.UPDATE_JOBS, _rows_json(updates) | {"now": now})
 
 
 # The content columns each job facet writes (see merge.job_facet_columns), NULL unless it changes.
@@ -417,4 +423,4 @@ def _write_datasets(
     if new_fields:
         _insert_json(session, sql.FIELDS, new_fields)
     if updates:
-        session.execute(batch_sql.UPDATE_DATASETS, {"rows": orjson.dumps(updates).decode(), "now": now})
+        session.execute(batch_sql.UPDATE_DATASETS, _rows_json(updates) | {"now": now})

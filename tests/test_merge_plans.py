@@ -1,0 +1,84 @@
+"""The merge's statements read only the rows they name, however large the organization.
+
+PostgreSQL guesses 100 rows for ``json_to_recordset``; against an organization of a few thousand jobs
+that guess made a hash join over the whole organization the cheapest plan, so storing one event read
+every job and dataset of its organization (and grew slower with each one stored). Each statement the
+one-event path runs is explained here, with the parameters it ran with, against an organization of
+1,500 jobs, with planner statistics taken when it was small (a new database, or autovacuum off or
+behind) and with fresh ones: none may scan the jobs or datasets of the organization.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import psycopg
+import pytest
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from lineage_core.demo.synthetic import iter_synthetic_events
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import get_engine
+from lineage_core.lineage.ingest import store_batch, store_event
+from lineage_core.lineage.parse import parse_event
+from tests.factories import make_org
+
+JOBS = 1500
+GRAPH_TABLES = {"lineage_jobs", "lineage_datasets"}
+
+
+def _scans(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(node type, relation) of every node of ``plan`` that reads a table."""
+    if "Relation Name" in plan:
+        yield plan["Node Type"], plan["Relation Name"]
+    for child in plan.get("Plans", ()):
+        yield from _scans(child)
+
+
+def _statements_of_one_event(settings: Settings, db: Session, organization_id: int) -> list[tuple[str, Any]]:
+    seen: list[tuple[str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_rest: Any) -> None:
+        seen.append((statement, parameters))
+
+    (new_job,) = iter_synthetic_events(1, seed=99)
+    engine = get_engine(settings.database_url)
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        store_event(db, organization_id, parse_event(orjson.dumps(new_job)))
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    return [(s, p) for s, p in seen if s.lstrip().upper().startswith(("SELECT", "UPDATE", "INSERT"))]
+
+
+def _analyze(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE lineage_jobs, lineage_datasets")
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["analyzed when small", "analyzed"])
+def test_one_event_reads_only_its_own_rows_in_a_large_organization(
+    settings: Settings, db: Session, fresh: bool
+) -> None:
+    plain = settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    org = make_org(db, "large")
+    events = [parse_event(orjson.dumps(e)) for e in iter_synthetic_events(JOBS, seed=7)]
+    store_batch(db, org.id, events[:10])
+    _analyze(plain)
+    store_batch(db, org.id, events[10:])
+    if fresh:
+        _analyze(plain)
+    statements = _statements_of_one_event(settings, db, org.id)
+    assert len(statements) >= 5
+
+    with psycopg.connect(plain) as conn:
+        for statement, parameters in statements:
+            (row,) = conn.execute(f"EXPLAIN (FORMAT JSON) {statement}", parameters).fetchall()
+            plan = (row[0] if isinstance(row[0], list) else json.loads(row[0]))[0]["Plan"]
+            scans = [(node, table) for node, table in _scans(plan) if table in GRAPH_TABLES]
+            whole = [(n, table) for n, table in scans if n.endswith("Scan") and not n.startswith("Index")]
+            assert not whole, f"{statement[:80]}... scans {whole}"
