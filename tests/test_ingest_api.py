@@ -266,6 +266,7 @@ def test_a_database_outage_is_a_503_the_client_retries(
         raise OperationalError("INSERT", {}, Exception("server closed the connection"))
 
     monkeypatch.setattr("portal.api.views.store_batch", unavailable)
+    monkeypatch.setattr("lineage_core.lineage.group_commit.store_batch", unavailable)
     response = post(client, orders_event(), key)
     assert_error(response, 503, "database_unavailable", "body")
     assert response.headers["Retry-After"] == "5"

@@ -63,6 +63,7 @@ from lineage_core.accounts.api_keys import (
 from lineage_core.infra.db import get_engine
 from lineage_core.infra.models import Organization
 from lineage_core.lineage.event import Event
+from lineage_core.lineage.group_commit import GROUP_COMMIT
 from lineage_core.lineage.ingest import Refused, StoreResult, store_batch
 from lineage_core.lineage.merge import ApplyResult
 from lineage_core.lineage.parse import EventError, EventTooLargeError, Problem, parse_event
@@ -260,7 +261,8 @@ def _ingest_one(db: Session) -> tuple[Response, int]:
         db.commit()
         return _error(rejected.status, rejected.error, rejected.problems)
 
-    (result,) = store_batch(db, caller.organization_id, [event], before_commit=_recording_use(caller))
+    # Requests of the same organization that arrive together share one transaction (group commit).
+    result = GROUP_COMMIT.store(db, caller.organization_id, event, _recording_use(caller))
     if isinstance(result, Refused):
         refusal = _refusal(result)
         return _error(refusal.status, refusal.error, refusal.problems)

@@ -1,0 +1,145 @@
+"""Store the events of one organization that arrive at the same time in one transaction (group commit).
+
+The single-event endpoint is called by many producers at once, each request with one event. Stored one
+per transaction, each event pays a transaction's fixed costs (about ten statements and a commit that
+waits for the disk). Here, requests of the same process for the same organization that arrive while one
+of them is storing wait for it to finish, and the next one stores all of them as one batch
+(:func:`lineage_core.lineage.ingest.store_batch`), then hands over to the next waiting request:
+
+* No thread of our own and no timer: the request that finds no store of its organization running stores
+  at once (a lone request waits for nothing), and a group forms only while the database is busy.
+* Each request gets its own event's answer: a batch answers each event as if the events were applied one
+  by one in arrival order, and an event the database refuses is refused alone (its neighbours are
+  stored). A database failure fails every request of the group (each answers 503; nothing is stored).
+* A request that stores leads one group only, of at most :data:`MAX_GROUP_EVENTS`; the waiting requests
+  then lead in turn, so no request serves the others for long.
+
+Organizations never share a group: one organization's burst does not wait for another's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session
+
+from lineage_core.lineage.event import Event
+from lineage_core.lineage.ingest import StoreResult, store_batch
+
+# The most events one transaction stores for waiting requests: a group's transaction stays short.
+MAX_GROUP_EVENTS = 100
+
+BeforeCommit = Callable[[Session], object]
+
+
+@dataclass(eq=False, slots=True)
+class _Request:
+    event: Event
+    before_commit: BeforeCommit | None
+    done: threading.Event = field(default_factory=threading.Event)
+    leads: bool = False  # set, with ``done``, when this request is to store the next group
+    result: StoreResult | None = None
+    error: BaseException | None = None
+
+
+class GroupCommit:
+    """Group commit for one process: use one instance per process (see :data:`GROUP_COMMIT`)."""
+
+    def __init__(self, max_group_events: int = MAX_GROUP_EVENTS) -> None:
+        self._max = max_group_events
+        self._lock = threading.Lock()
+        self._waiting: dict[int, list[_Request]] = {}  # per organization with a store running
+        self.groups_stored = 0  # statistics, for tests and benchmarks
+        self.events_stored = 0
+
+    def store(
+        self,
+        session: Session,
+        organization_id: int,
+        event: Event,
+        before_commit: BeforeCommit | None = None,
+    ) -> StoreResult:
+        """Store ``event`` (possibly with other requests' events) and return its answer.
+
+        ``session`` is the request's own; it is committed (ending its reads) before the request waits,
+        and stores the group if this request leads one. ``before_commit`` runs in the transaction that
+        stores the event.
+
+        Raises:
+            sqlalchemy.exc.DBAPIError: the database failed; nothing of the event is stored.
+        """
+        me = _Request(event, before_commit)
+        with self._lock:
+            waiting = self._waiting.get(organization_id)
+            if waiting is None:  # no store of this organization running: lead at once
+                self._waiting[organization_id] = []
+                me.leads = True
+            else:
+                waiting.append(me)
+        if not me.leads:
+            session.commit()  # hold no transaction (nor its snapshot) open while waiting
+            me.done.wait()
+            if not me.leads:
+                return self._answer(me)
+            # Promoted: this request stores the next group (it is the first of it).
+        self._lead(session, organization_id, me)
+        return self._answer(me)
+
+    def _lead(self, session: Session, organization_id: int, me: _Request) -> None:
+        with self._lock:
+            waiting = self._waiting[organization_id]
+            group = [me, *(request for request in waiting[: self._max] if request is not me)]
+            group = group[: self._max]
+            taken = set(map(id, group))
+            waiting[:] = [request for request in waiting if id(request) not in taken]
+        try:
+            results = store_batch(
+                session,
+                organization_id,
+                [request.event for request in group],
+                before_commit=_all_of([request.before_commit for request in group]),
+            )
+        except BaseException as error:
+            for request in group:
+                request.error = error
+        else:
+            for request, result in zip(group, results, strict=True):
+                request.result = result
+            self.groups_stored += 1
+            self.events_stored += len(group)
+        finally:
+            with self._lock:
+                if waiting:
+                    successor = waiting[0]
+                    successor.leads = True
+                    successor.done.set()
+                else:
+                    del self._waiting[organization_id]
+            for request in group:
+                if request is not me:
+                    request.done.set()
+
+    @staticmethod
+    def _answer(request: _Request) -> StoreResult:
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None  # set by the group's store, or an error is
+        return request.result
+
+
+def _all_of(callbacks: list[BeforeCommit | None]) -> BeforeCommit | None:
+    present = [callback for callback in callbacks if callback is not None]
+    if not present:
+        return None
+
+    def run(session: Session) -> None:
+        for callback in present:
+            callback(session)
+
+    return run
+
+
+# The process's group commit: the web worker's threads share it.
+GROUP_COMMIT = GroupCommit()

@@ -1,0 +1,229 @@
+"""Group commit: single events of one organization that arrive together are stored in one transaction.
+
+Against real PostgreSQL, with real threads. A group forms only while a store is running, so each test
+first holds the organization's row locked from another connection: the first request's store waits on
+it (creating a job checks its organization), the others queue behind it, and the lock is let go once
+they all wait.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import get_engine, session_factory
+from lineage_core.lineage.group_commit import GroupCommit
+from lineage_core.lineage.ingest import Refused, StoreResult, store_event
+from lineage_core.lineage.merge import ApplyResult, LineageOutcome
+from lineage_core.lineage.parse import check_event
+from tests.db_refusals import POISON, refusing_jobs_named_poison
+from tests.factories import dataset, make_org, run_event
+from tests.readback import graph_of
+
+FOLLOWERS = 4
+
+
+def _event(job: str, time_: str = "2024-05-01T12:00:00Z") -> Any:
+    return check_event(
+        run_event(job=job, time=time_, inputs=[dataset("raw.a")], outputs=[dataset(f"out.{job}")]),
+        now=None,
+    )
+
+
+@contextmanager
+def _organization_locked(database_url: str, organization_id: int) -> Iterator[Callable[[], None]]:
+    """Holds the organization's row locked; yields the function that lets it go."""
+    connection = get_engine(database_url).connect()
+    transaction = connection.begin()
+    connection.execute(text("SELECT 1 FROM organizations WHERE id = :id FOR UPDATE"), {"id": organization_id})
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            transaction.rollback()
+            released = True
+
+    try:
+        yield release
+    finally:
+        release()
+        connection.close()
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def _store_in_threads(
+    settings: Settings, commits: GroupCommit, organization_id: int, events: list[Any]
+) -> list[Future[StoreResult]]:
+    """The first event stored first (its store blocked by the caller's lock), then the others together."""
+    factory = session_factory(settings.database_url)
+
+    def store(event: Any) -> StoreResult:
+        session = factory()
+        try:
+            return commits.store(session, organization_id, event)
+        finally:
+            session.close()
+
+    pool = ThreadPoolExecutor(len(events))
+    first = pool.submit(store, events[0])
+    _wait_until(lambda: organization_id in commits._waiting)  # the first leads (and is blocked)
+    rest = [pool.submit(store, event) for event in events[1:]]
+    _wait_until(lambda: len(commits._waiting.get(organization_id, ())) == len(events) - 1)
+    pool.shutdown(wait=False)
+    return [first, *rest]
+
+
+def test_requests_that_arrive_during_a_store_are_stored_together_each_with_its_answer(
+    settings: Settings, db: Session
+) -> None:
+    org = make_org(db, "acme")
+    commits = GroupCommit()
+    events = [_event(f"job{i}") for i in range(1 + FOLLOWERS)]
+    with _organization_locked(settings.database_url, org.id) as release:
+        futures = _store_in_threads(settings, commits, org.id, events)
+        assert not any(future.done() for future in futures)
+        release()
+        results = [future.result(timeout=30) for future in futures]
+
+    assert commits.groups_stored == 2  # the first alone, then the four that waited, in one transaction
+    assert commits.events_stored == 1 + FOLLOWERS
+    assert all(isinstance(r, ApplyResult) and r.lineage is LineageOutcome.REPLACED for r in results)
+    # The same graph as storing them one by one.
+    other = make_org(db, "one-by-one")
+    for event in events:
+        store_event(db, other.id, event)
+    assert graph_of(db, org.id) == graph_of(db, other.id)
+
+
+def test_each_request_gets_its_own_events_answer_in_arrival_order(settings: Settings, db: Session) -> None:
+    org = make_org(db, "acme")
+    commits = GroupCommit()
+    # The same job three times: new, the same again (unchanged), an older run (stale).
+    events = [
+        _event("first"),
+        _event("job", "2024-05-02T00:00:00Z"),
+        _event("job", "2024-05-02T00:00:00Z"),
+        _event("job", "2024-05-01T00:00:00Z"),
+    ]
+    with _organization_locked(settings.database_url, org.id) as release:
+        futures = _store_in_threads(settings, commits, org.id, events)
+        release()
+        outcomes = [future.result(timeout=30).lineage for future in futures]  # type: ignore[union-attr]
+    assert outcomes == [
+        LineageOutcome.REPLACED,
+        LineageOutcome.REPLACED,
+        LineageOutcome.UNCHANGED,
+        LineageOutcome.STALE,
+    ]
+
+
+def test_an_event_the_database_refuses_is_refused_alone(settings: Settings, db: Session) -> None:
+    org = make_org(db, "acme")
+    commits = GroupCommit()
+    events = [_event("first"), _event("left"), _event(POISON), _event("right")]
+    with (
+        refusing_jobs_named_poison(settings.database_url),
+        _organization_locked(settings.database_url, org.id) as release,
+    ):
+        futures = _store_in_threads(settings, commits, org.id, events)
+        release()
+        results = [future.result(timeout=30) for future in futures]
+
+    assert isinstance(results[2], Refused)
+    assert "no poison jobs" in results[2].reason
+    assert [isinstance(r, ApplyResult) for r in results] == [True, True, False, True]
+    assert sorted(job["name"] for job in graph_of(db, org.id)) == ["first", "left", "right"]
+
+
+@pytest.fixture
+def failing_outage_jobs(settings: Settings) -> Iterator[None]:
+    """PostgreSQL fails (not a refusal of the event: an internal error) when a job 'outage' is created."""
+    engine = get_engine(settings.database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "CREATE FUNCTION test_outage() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.name = 'outage' THEN RAISE EXCEPTION 'disk full'; END IF; RETURN NEW; END $$"
+            )
+        )
+        conn.execute(
+            text(
+                "CREATE TRIGGER test_outage BEFORE INSERT ON lineage_jobs "
+                "FOR EACH ROW EXECUTE FUNCTION test_outage()"
+            )
+        )
+    yield
+    with engine.begin() as conn:
+        conn.execute(text("DROP TRIGGER test_outage ON lineage_jobs"))
+        conn.execute(text("DROP FUNCTION test_outage()"))
+
+
+@pytest.mark.usefixtures("failing_outage_jobs")
+def test_a_database_failure_fails_every_request_of_the_group_and_stores_none(
+    settings: Settings, db: Session
+) -> None:
+    org = make_org(db, "acme")
+    commits = GroupCommit()
+    events = [_event("first"), _event("left"), _event("outage"), _event("right")]
+    with _organization_locked(settings.database_url, org.id) as release:
+        futures = _store_in_threads(settings, commits, org.id, events)
+        release()
+        assert isinstance(futures[0].result(timeout=30), ApplyResult)
+        for future in futures[1:]:
+            with pytest.raises(DBAPIError, match="disk full"):
+                future.result(timeout=30)
+    assert [job["name"] for job in graph_of(db, org.id)] == ["first"]
+    assert org.id not in commits._waiting  # nothing left waiting: the next request leads at once
+
+
+def test_a_lone_request_leads_at_once_and_organizations_never_share_a_group(
+    settings: Settings, db: Session
+) -> None:
+    acme, globex = make_org(db, "acme"), make_org(db, "globex")
+    commits = GroupCommit()
+    with _organization_locked(settings.database_url, acme.id) as release:
+        blocked = threading.Thread(
+            target=commits.store, args=(session_factory(settings.database_url)(), acme.id, _event("a"))
+        )
+        blocked.start()
+        _wait_until(lambda: acme.id in commits._waiting)
+        # Acme's store is blocked; Globex's request does not wait for it.
+        result = commits.store(db, globex.id, _event("g"))
+        assert isinstance(result, ApplyResult)
+        assert commits.groups_stored == 1
+        release()
+        blocked.join(timeout=30)
+    assert commits.groups_stored == 2
+    assert commits._waiting == {}
+
+
+def test_a_group_is_at_most_the_largest_size_and_the_rest_lead_in_turn(
+    settings: Settings, db: Session
+) -> None:
+    org = make_org(db, "acme")
+    commits = GroupCommit(max_group_events=2)
+    events = [_event(f"job{i}") for i in range(6)]
+    with _organization_locked(settings.database_url, org.id) as release:
+        futures = _store_in_threads(settings, commits, org.id, events)
+        release()
+        assert all(isinstance(future.result(timeout=30), ApplyResult) for future in futures)
+    assert commits.events_stored == 6
+    assert commits.groups_stored == 1 + 3  # the first alone, then the five waiting ones two at a time
+    assert len(graph_of(db, org.id)) == 6
