@@ -2,15 +2,16 @@
 
 Prints one table: for each size, the single-event endpoint (``POST /api/v1/lineage``, one event per
 request, concurrent clients), the batch endpoint (``POST /api/v1/lineage/batch``, NDJSON of
-``--batch`` events per request), the ``flask lineage import`` CLI (batches of 1000), and the baseline
-"raw append" (bench/baseline.py: parse and INSERT the event as one jsonb row per transaction, no checks,
-no merge) served and driven like the single endpoint, plus the size of the events (synthetic
+``--batch`` events per request), the ``flask lineage import`` CLI (batches of 1000, with each of
+``--import-workers`` worker processes), and the baseline "raw append" (bench/baseline.py: parse and
+INSERT the event as one jsonb row per transaction, no checks, no merge) served and driven like the
+single endpoint, plus the size of the events (synthetic
 organizations from lineage_core.demo.synthetic, one COMPLETE RunEvent per job). Two passes per path:
 "new jobs" (every event creates a job and writes its full lineage: the most expensive case) and
 "re-runs" (the same jobs a day later: identical lineage, newer eventTime, the steady state of a
 producer whose jobs run every day). CPU per event is given for the app (gunicorn's workers, or the
-import process) and for PostgreSQL (the postmaster and every backend, from /proc: run it where the
-database runs, on an otherwise idle machine, since other clients' work is counted too).
+import process and its workers) and for PostgreSQL (the postmaster and every backend, from /proc: run
+it where the database runs, on an otherwise idle machine, since other clients' work is counted too).
 
 Not a test: run it by hand on an otherwise idle machine (numbers move with load).
 
@@ -225,7 +226,11 @@ def post_all(url: str, path: Path, key: str | None, concurrency: int, batch: int
 def run_child(
     command: list[str], database_url: str, postmaster: int | None
 ) -> tuple[float, float, float, float, int]:
-    """Runs a command; returns (seconds, its peak RSS in MB, its CPU, PostgreSQL's CPU, exit status)."""
+    """Runs a command; returns (seconds, its peak RSS in MB, its CPU, PostgreSQL's CPU, exit status).
+
+    The peak is the largest of the process and its children (the import's workers); the CPU includes
+    the children's, which the process waits for.
+    """
     pg_before = pg_cpu_seconds(postmaster)
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env_for(database_url), cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -236,7 +241,7 @@ def run_child(
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             break
-        peak = max(peak, peak_rss_mb([process.pid]))
+        peak = max(peak, peak_rss_mb([process.pid, *_children(process.pid)]))  # import workers too
         time.sleep(0.2)
     seconds = time.perf_counter() - start
     cpu = usage.ru_utime + usage.ru_stime
@@ -306,18 +311,32 @@ def bench_size(
             )
             print(f"  {results[-1].path}: {results[-1].rate:.0f}/s", flush=True)
 
-    slug = f"import-{events}"
-    setup_org(database_url, slug)
-    flask = [sys.executable, "-m", "flask", "--app", "portal", "lineage", "import", str(path), "--org", slug]
-    what = "flask lineage import (1 process, batches of 1000)"
-    seconds, peak, cpu, pg_cpu, status = run_child(flask, database_url, postmaster)
-    errors = (status != 0) + (events - count_jobs(database_url, slug))
-    results.append(Result("import, new jobs", what, events, seconds, peak, cpu, pg_cpu, errors))
-    seconds, peak, cpu, pg_cpu, status = run_child(
-        [*flask[:-3], str(reruns), "--org", slug], database_url, postmaster
-    )
-    results.append(Result("import, re-runs", what, events, seconds, peak, cpu, pg_cpu, status))
-    print(f"  import: {results[-2].rate:.0f}/s, {results[-1].rate:.0f}/s", flush=True)
+    for workers in args.import_workers:
+        slug = f"import-{events}-{workers}"
+        setup_org(database_url, slug)
+        flask = [
+            sys.executable,
+            "-m",
+            "flask",
+            "--app",
+            "portal",
+            "lineage",
+            "import",
+            "--workers",
+            str(workers),
+        ]
+        what = f"flask lineage import ({workers} process{'es' if workers > 1 else ''}, batches of 1000)"
+        label = f"import x{workers}"
+        seconds, peak, cpu, pg_cpu, status = run_child(
+            [*flask, str(path), "--org", slug], database_url, postmaster
+        )
+        errors = (status != 0) + (events - count_jobs(database_url, slug))
+        results.append(Result(f"{label}, new jobs", what, events, seconds, peak, cpu, pg_cpu, errors))
+        seconds, peak, cpu, pg_cpu, status = run_child(
+            [*flask, str(reruns), "--org", slug], database_url, postmaster
+        )
+        results.append(Result(f"{label}, re-runs", what, events, seconds, peak, cpu, pg_cpu, status))
+        print(f"  {label}: {results[-2].rate:.0f}/s, {results[-1].rate:.0f}/s", flush=True)
 
     if not args.skip_baseline:
         with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
@@ -382,6 +401,9 @@ def main() -> None:
     parser.add_argument("--batch-concurrency", type=int, default=2, help="client threads, batch endpoint")
     parser.add_argument(
         "--single-max", type=int, default=100_000, help="skip the one-event-per-request paths above this size"
+    )
+    parser.add_argument(
+        "--import-workers", type=int, nargs="+", default=[1, 2], help="flask lineage import --workers, each"
     )
     parser.add_argument("--skip-baseline", action="store_true")
     args = parser.parse_args()

@@ -16,6 +16,11 @@ from tests.factories import orders_event, run_event
 from tests.readback import graph_of
 
 
+# In this process (the CLI runner): no worker processes forked from the test run's (see
+# test_parallel_import.py for the default, several processes, run as its own process).
+ONE = ("--workers", "1")
+
+
 def write_lines(path: Path, lines: list[bytes]) -> Path:
     path.write_bytes(b"\n".join(lines) + b"\n")
     return path
@@ -47,7 +52,7 @@ def test_import_stores_good_lines_and_reports_each_bad_one(
 ) -> None:
     runner = app.test_cli_runner()
     result = runner.invoke(
-        args=["lineage", "import", str(mixed_file), "--org", "acme", "--max-event-bytes", "4000"]
+        args=["lineage", "import", str(mixed_file), "--org", "acme", "--max-event-bytes", "4000", *ONE]
     )
     assert result.exit_code == 1
     report = result.stdout.splitlines()
@@ -65,7 +70,7 @@ def test_import_stores_good_lines_and_reports_each_bad_one(
 
     graph = graph_of(db, org.id)
     again = runner.invoke(
-        args=["lineage", "import", str(mixed_file), "--org", "acme", "--max-event-bytes", "4000"]
+        args=["lineage", "import", str(mixed_file), "--org", "acme", "--max-event-bytes", "4000", *ONE]
     )
     assert "3 stored, 4 rejected. Job lineage: 1 not_carried, 2 unchanged." in again.stderr
     assert graph_of(db, org.id) == graph
@@ -73,7 +78,7 @@ def test_import_stores_good_lines_and_reports_each_bad_one(
 
 def test_a_clean_file_exits_zero(app: Flask, db: Session, org: Organization, tmp_path: Path) -> None:
     path = write_lines(tmp_path / "ok.jsonl", [orjson.dumps(e) for e in iter_synthetic_events(12, seed=5)])
-    result = app.test_cli_runner().invoke(args=["lineage", "import", str(path), "--org", "acme"])
+    result = app.test_cli_runner().invoke(args=["lineage", "import", str(path), "--org", "acme", *ONE])
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
     assert len(graph_of(db, org.id)) == 12
