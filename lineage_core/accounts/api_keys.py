@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.models import ApiKey, utcnow
@@ -221,6 +221,16 @@ def parse_bearer(header: str | None) -> str:
     return credential.strip()
 
 
+_KEY_BY_HASH = select(
+    ApiKey.id,
+    ApiKey.organization_id,
+    ApiKey.revoked_at,
+    ApiKey.last_used_at,
+    ApiKey.prefix,
+    ApiKey.scopes,
+).where(ApiKey.key_hash == bindparam("key_hash"))
+
+
 def authenticate(session: Session, key: str) -> Caller:
     """The organization the key belongs to.
 
@@ -230,16 +240,9 @@ def authenticate(session: Session, key: str) -> Caller:
     # A well-formed key is checked before any query, so garbage never reaches the database.
     if not _KEY.match(key):
         raise AuthenticationError(AuthFailure.INVALID, "The API key is not valid.")
-    row = session.execute(
-        select(
-            ApiKey.id,
-            ApiKey.organization_id,
-            ApiKey.revoked_at,
-            ApiKey.last_used_at,
-            ApiKey.prefix,
-            ApiKey.scopes,
-        ).where(ApiKey.key_hash == hash_key(key))
-    ).one_or_none()
+    # A Core statement on the session's connection (same transaction): every ingest request makes this
+    # lookup, and the ORM's execution of the same SELECT cost about as much again as the query itself.
+    row = session.connection().execute(_KEY_BY_HASH, {"key_hash": hash_key(key)}).one_or_none()
     if row is None:
         raise AuthenticationError(AuthFailure.INVALID, "The API key is not valid.")
     if row.revoked_at is not None:
