@@ -1,9 +1,11 @@
 """``openlineage-export-web``: the portal served by gunicorn, as the Procfile's ``web`` line serves it.
 
 Same options as that line: bound to ``127.0.0.1:$PORTAL_PORT`` (8000), ``$WEB_CONCURRENCY`` workers
-(2), access log on standard output, no control socket. The settings are read once, before gunicorn
-starts, so a malformed variable stops the process with one line naming it (exit status 2) instead of
-every worker failing to boot.
+(2) of ``$WEB_THREADS`` threads each (4: gunicorn's gthread workers), access log on standard output,
+no control socket. Threads let one worker serve several producers at once, and the single-event
+endpoint's concurrent requests share a transaction (:mod:`lineage_core.lineage.group_commit`). The
+settings are read once, before gunicorn starts, so a malformed variable stops the process with one line
+naming it (exit status 2) instead of every worker failing to boot.
 """
 
 from __future__ import annotations
@@ -20,19 +22,22 @@ from lineage_core.infra.config import ConfigError, Settings
 
 DEFAULT_PORT = 8000
 DEFAULT_WORKERS = 2
+DEFAULT_THREADS = 4
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int, maximum: int) -> int:
     raw = env.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
+    # ASCII digits only: str.isdigit() also accepts other scripts' digits (and int() reads them).
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= maximum:
         raise ConfigError(f"{name} must be a whole number from 1 to {maximum}; got {raw!r}.")
     return int(raw)
 
 
 def gunicorn_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The gunicorn settings of the web process, from ``PORTAL_PORT`` and ``WEB_CONCURRENCY``.
+    """The gunicorn settings of the web process, from ``PORTAL_PORT``, ``WEB_CONCURRENCY`` and
+    ``WEB_THREADS``.
 
     Raises:
         ConfigError: one of them is not a whole number in range.
@@ -40,9 +45,12 @@ def gunicorn_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     env = os.environ if env is None else env
     port = _positive_int(env, "PORTAL_PORT", DEFAULT_PORT, 65535)
     workers = _positive_int(env, "WEB_CONCURRENCY", DEFAULT_WORKERS, 256)
+    threads = _positive_int(env, "WEB_THREADS", DEFAULT_THREADS, 64)
     return {
         "bind": [f"127.0.0.1:{port}"],
         "workers": workers,
+        "worker_class": "gthread",
+        "threads": threads,
         "accesslog": "-",
         "control_socket_disable": True,
     }

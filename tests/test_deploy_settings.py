@@ -102,6 +102,8 @@ def test_the_settings_parse_as_the_product_parses_them(settings: dict[str, Any])
     assert parsed.aws_endpoint_url is None
     assert gunicorn_options(env)["bind"] == ["127.0.0.1:8000"]
     assert gunicorn_options(env)["workers"] == 3
+    assert gunicorn_options(env)["worker_class"] == "gthread"
+    assert gunicorn_options(env)["threads"] == 4
 
 
 @pytest.mark.terraform

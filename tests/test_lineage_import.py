@@ -15,7 +15,6 @@ from lineage_core.lineage.importer import import_events
 from tests.factories import orders_event, run_event
 from tests.readback import graph_of
 
-
 # In this process (the CLI runner): no worker processes forked from the test run's (see
 # test_parallel_import.py for the default, several processes, run as its own process).
 ONE = ("--workers", "1")
