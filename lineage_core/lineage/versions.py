@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -32,10 +33,15 @@ def make_version(event_time: datetime, rank: int, content_fingerprint: str) -> s
     """The version string of content observed at ``event_time``; ``rank`` is 0-9."""
     if not 0 <= rank <= 9:
         raise ValueError(f"rank must be a single digit; got {rank}")
+    return f"{_moment(event_time)}Z/{rank}/{content_fingerprint}"
+
+
+@lru_cache(maxsize=4096)
+def _moment(event_time: datetime) -> str:
+    # An event's parts all carry its one eventTime (about ten versions per event): formatted once.
     # isoformat pads the year to 4 digits (strftime's %Y does not on every platform), so the string
     # order is the chronological order for every year datetime supports.
-    moment = event_time.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds")
-    return f"{moment}Z/{rank}/{content_fingerprint}"
+    return event_time.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
 def supersedes(candidate: str, held: str | None) -> bool:
