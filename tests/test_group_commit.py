@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import get_engine, session_factory
-from lineage_core.lineage.group_commit import GroupCommit
+from lineage_core.lineage.group_commit import GroupCommit, GroupStoreStoppedError
 from lineage_core.lineage.ingest import Refused, StoreResult, store_event
 from lineage_core.lineage.merge import ApplyResult, LineageOutcome
 from lineage_core.lineage.parse import check_event
@@ -227,3 +227,34 @@ def test_a_group_is_at_most_the_largest_size_and_the_rest_lead_in_turn(
     assert commits.events_stored == 6
     assert commits.groups_stored == 1 + 3  # the first alone, then the five waiting ones two at a time
     assert len(graph_of(db, org.id)) == 6
+
+
+def test_a_leader_stopped_mid_store_fails_the_others_with_an_error_of_their_own(
+    settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lineage_core.lineage.group_commit as group_commit
+
+    real_store = group_commit.store_batch
+
+    def stopped_for_groups(session: Session, organization_id: int, events: Any, **kwargs: Any) -> Any:
+        if len(events) > 1:  # the worker is being shut down while it stores the group
+            raise SystemExit(0)
+        return real_store(session, organization_id, events, **kwargs)
+
+    monkeypatch.setattr(group_commit, "store_batch", stopped_for_groups)
+    org = make_org(db, "acme")
+    commits = GroupCommit()
+    events = [_event("first"), _event("left"), _event("right")]
+    with _organization_locked(settings.database_url, org.id) as release:
+        futures = _store_in_threads(settings, commits, org.id, events)
+        release()
+        assert isinstance(futures[0].result(timeout=30), ApplyResult)
+        outcomes = []
+        for future in futures[1:]:
+            try:
+                future.result(timeout=30)
+            except BaseException as error:
+                outcomes.append(type(error))
+    assert sorted(outcomes, key=str) == sorted([SystemExit, GroupStoreStoppedError], key=str)
+    assert commits._waiting == {}
+    assert [job["name"] for job in graph_of(db, org.id)] == ["first"]

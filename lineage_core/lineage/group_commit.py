@@ -34,6 +34,13 @@ MAX_GROUP_EVENTS = 100
 BeforeCommit = Callable[[Session], object]
 
 
+class GroupStoreStoppedError(RuntimeError):
+    """The request storing this event's group was stopped before it finished; nothing was stored."""
+
+    def __init__(self) -> None:
+        super().__init__("the request storing this event's group stopped; send the event again")
+
+
 @dataclass(eq=False, slots=True)
 class _Request:
     event: Event
@@ -85,7 +92,8 @@ class GroupCommit:
                 return self._answer(me)
             # Promoted: this request stores the next group (it is the first of it).
         self._lead(session, organization_id, me)
-        return self._answer(me)
+        assert me.result is not None  # _lead raised otherwise
+        return me.result
 
     def _lead(self, session: Session, organization_id: int, me: _Request) -> None:
         with self._lock:
@@ -102,15 +110,20 @@ class GroupCommit:
                 before_commit=_all_of([request.before_commit for request in group]),
             )
         except BaseException as error:
+            # The others' answer: the database's error itself (a 503 each), or, if this thread is being
+            # stopped (SystemExit, KeyboardInterrupt), an error of their own rather than the stop.
+            theirs = error if isinstance(error, Exception) else GroupStoreStoppedError()
             for request in group:
-                request.error = error
+                request.error = error if request is me else theirs
+            raise
         else:
             for request, result in zip(group, results, strict=True):
                 request.result = result
-            self.groups_stored += 1
-            self.events_stored += len(group)
         finally:
             with self._lock:
+                if me.error is None:
+                    self.groups_stored += 1
+                    self.events_stored += len(group)
                 if waiting:
                     successor = waiting[0]
                     successor.leads = True
