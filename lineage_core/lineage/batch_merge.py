@@ -7,12 +7,13 @@ last-writer-wins under the total order of :mod:`versions`, and parts are indepen
 So the graph after a batch is the graph after its events applied one by one, in any order: each part
 ends at the largest version among the one it holds and those the batch carries. :func:`apply_batch`
 
-1. locks the batch's jobs in key order, creating the missing ones (rows a concurrent batch created are
-   locked after it commits);
-2. takes, per part, the batch's winner (the largest version);
-3. creates the datasets the winners need: those with facets, and those of a job's lineage when it is
-   replaced (not those of lineage that loses within the batch, nor of a refresh);
-4. locks, in id order, the datasets whose facets the batch supersedes;
+1. takes, per part, the batch's winner (the largest version);
+2. locks the batch's jobs in key order, creating the missing ones already holding their winners (rows a
+   concurrent batch created are locked after it commits);
+3. creates the datasets the winners need, holding their winning facets: those with facets, and those of
+   a job's lineage when it is replaced (not those of lineage that loses within the batch, nor of a
+   refresh);
+4. locks, in id order, the existing datasets whose facets the batch supersedes;
 5. writes the winners only: a job's datasets and column lineage are replaced when the winner's content
    differs from what the job holds, a schema's fields likewise; a winner with the held content only
    moves the version (a refresh);
@@ -27,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from sqlalchemy import Row
@@ -150,7 +151,7 @@ def apply_batch(session: Session, organization_id: int, batch: Sequence[Prepared
     for prepared in batch:
         if prepared.job_key is not None:
             arrival.setdefault(prepared.job_key, len(arrival))
-    jobs = _lock_jobs(session, organization_id, arrival, now)
+    jobs, created_jobs = _lock_jobs(session, organization_id, arrival, winners, now)
 
     replaced = {
         key: event
@@ -161,14 +162,17 @@ def apply_batch(session: Session, organization_id: int, batch: Sequence[Prepared
     wanted: set[DatasetKey] = set(winners.schemas) | set(winners.documentation)
     for event in replaced.values():
         wanted.update(lineage_datasets(event))
-    datasets = _ensure_datasets(session, organization_id, sorted(wanted), now)
+    datasets, created_datasets = _ensure_datasets(session, organization_id, sorted(wanted), winners, now)
     candidates = sorted(
         row.id
         for key, row in datasets.items()
-        if (key in winners.schemas and versions.supersedes(winners.schemas[key][0], row.schema_version))
-        or (
-            key in winners.documentation
-            and versions.supersedes(winners.documentation[key][0], row.documentation_version)
+        if key not in created_datasets  # created with the winners' state, and locked, by this transaction
+        and (
+            (key in winners.schemas and versions.supersedes(winners.schemas[key][0], row.schema_version))
+            or (
+                key in winners.documentation
+                and versions.supersedes(winners.documentation[key][0], row.documentation_version)
+            )
         )
     )
     if candidates:
@@ -178,8 +182,9 @@ def apply_batch(session: Session, organization_id: int, batch: Sequence[Prepared
             datasets[(row.namespace, row.name)] = row
 
     results = _answers(batch, jobs, datasets)
-    _write_jobs(session, jobs, winners, replaced, {key: row.id for key, row in datasets.items()}, now)
-    _write_datasets(session, datasets, winners, now)
+    dataset_ids = {key: row.id for key, row in datasets.items()}
+    _write_jobs(session, jobs, created_jobs, winners, replaced, dataset_ids, now)
+    _write_datasets(session, datasets, created_datasets, winners, now)
     return results
 
 
@@ -206,63 +211,98 @@ def _insert_json(session: Session, table: Any, rows: list[dict[str, Any]]) -> No
     session.execute(statement, {"rows": orjson.dumps(rows).decode()})
 
 
+class _Created(NamedTuple):
+    """The state, as the merge compares it, of a job or dataset this transaction created: none held.
+
+    Its row already holds the batch's winners (written by the INSERT that created it, instead of an
+    INSERT and then an UPDATE of the same row); the answers compare with this state.
+    """
+
+    id: int
+    namespace: str
+    name: str
+    lineage_version: str | None = None
+    documentation_version: str | None = None
+    sql_version: str | None = None
+    job_type_version: str | None = None
+    schema_version: str | None = None
+
+
+State = Row[Any] | _Created
+
+
 def _lock_jobs(
-    session: Session, organization_id: int, arrival: dict[JobKey, int], now: datetime
-) -> dict[JobKey, Row[Any]]:
+    session: Session, organization_id: int, arrival: dict[JobKey, int], winners: _Winners, now: datetime
+) -> tuple[dict[JobKey, State], set[JobKey]]:
     """The state of the batch's jobs (``arrival``: key -> order of first appearance), locked in key
-    order until the transaction ends; missing ones created."""
+    order until the transaction ends, and the keys of the missing ones, created (with the winners)."""
     if not arrival:
-        return {}
+        return {}, set()
     keys = sorted(arrival)
-    found = {
+    found: dict[JobKey, State] = {
         (row.namespace, row.name): row
         for row in session.execute(batch_sql.LOCK_JOBS, {"org": organization_id, **_keys_json(keys)})
     }
+    created: set[JobKey] = set()
     missing = [key for key in keys if key not in found]
     if missing:
-        params = {"org": organization_id, "now": now, **_keys_json(missing, arrival)}
-        found.update(
-            {(row.namespace, row.name): row for row in session.execute(batch_sql.INSERT_JOBS, params)}
-        )
+        rows = [
+            {"ns": ns, "name": name, "ord": ord_, "arrival": arrival[(ns, name)]}
+            | (_job_update((ns, name), _Created(0, ns, name), winners, {}) or {})
+            for ord_, (ns, name) in enumerate(missing)
+        ]
+        params = {"org": organization_id, "now": now, "keys": orjson.dumps(rows).decode()}
+        for row in session.execute(batch_sql.INSERT_JOBS, params):
+            key = (row.namespace, row.name)
+            found[key] = _Created(row.id, *key)
+            created.add(key)
         raced = [key for key in missing if key not in found]
         if raced:  # created by a concurrent transaction since our first read: wait for it, then lock
             params = {"org": organization_id, **_keys_json(raced)}
             found.update(
                 {(row.namespace, row.name): row for row in session.execute(batch_sql.LOCK_JOBS, params)}
             )
-    return found
+    return found, created
 
 
 def _ensure_datasets(
-    session: Session, organization_id: int, keys: list[DatasetKey], now: datetime
-) -> dict[DatasetKey, Row[Any]]:
-    """The state (unlocked) of the datasets ``keys`` (sorted), creating the missing ones in key order."""
+    session: Session, organization_id: int, keys: list[DatasetKey], winners: _Winners, now: datetime
+) -> tuple[dict[DatasetKey, State], set[DatasetKey]]:
+    """The state (unlocked) of the datasets ``keys`` (sorted), and the keys of the missing ones, created
+    in key order (with the winners' facets: locked by this transaction until it ends)."""
     if not keys:
-        return {}
-    found = {
+        return {}, set()
+    found: dict[DatasetKey, State] = {
         (row.namespace, row.name): row
         for row in session.execute(batch_sql.READ_DATASETS, {"org": organization_id, **_keys_json(keys)})
     }
+    created: set[DatasetKey] = set()
     missing = [key for key in keys if key not in found]
     if missing:
-        params = {"org": organization_id, "now": now, **_keys_json(missing)}
-        found.update(
-            {(row.namespace, row.name): row for row in session.execute(batch_sql.INSERT_DATASETS, params)}
-        )
+        rows = [
+            {"ns": ns, "name": name, "ord": ord_}
+            | (_dataset_update((ns, name), _Created(0, ns, name), winners)[0] or {})
+            for ord_, (ns, name) in enumerate(missing)
+        ]
+        params = {"org": organization_id, "now": now, "keys": orjson.dumps(rows).decode()}
+        for row in session.execute(batch_sql.INSERT_DATASETS, params):
+            key = (row.namespace, row.name)
+            found[key] = _Created(row.id, *key)
+            created.add(key)
         raced = [key for key in missing if key not in found]
         if raced:
             params = {"org": organization_id, **_keys_json(raced)}
             found.update(
                 {(row.namespace, row.name): row for row in session.execute(batch_sql.READ_DATASETS, params)}
             )
-    return found
+    return found, created
 
 
 # -- answers ----------------------------------------------------------------------------------------------
 
 
 def _answers(
-    batch: Sequence[PreparedEvent], jobs: dict[JobKey, Row[Any]], datasets: dict[DatasetKey, Row[Any]]
+    batch: Sequence[PreparedEvent], jobs: dict[JobKey, State], datasets: dict[DatasetKey, State]
 ) -> list[ApplyResult]:
     """What each event does when the batch is applied one by one in order, from the held versions.
 
@@ -318,46 +358,59 @@ def _answers(
 # -- writing ----------------------------------------------------------------------------------------------
 
 
+def _job_update(
+    key: JobKey, job: State, winners: _Winners, replaced: dict[JobKey, Event]
+) -> dict[str, Any] | None:
+    """The row of UPDATE_JOBS that moves ``job`` to the batch's winners; None if nothing moves.
+
+    Version columns take the new version or the held one; a content column is set (with its ``set_``
+    flag) only where the winner's content differs from the held content. The same values create a
+    missing job (INSERT_JOBS reads the columns it writes and ignores the flags).
+    """
+    row: dict[str, Any] = {
+        "id": job.id,
+        "lineage_version": job.lineage_version,
+        "set_lineage": False,
+        "lineage_event_time": None,
+        "touched": key in replaced,
+    }
+    moved = False
+    lineage = winners.lineage.get(key)
+    if lineage is not None and versions.supersedes(lineage[0], job.lineage_version):
+        row.update(lineage_version=lineage[0], set_lineage=True, lineage_event_time=lineage[1].event_time)
+        moved = True
+    for index, (facet, column) in enumerate(JOB_FACETS):
+        held = getattr(job, column)
+        row[column] = held
+        flag = "set_" + column.removesuffix("_version")
+        row[flag] = False
+        row.update(dict.fromkeys(_FACET_CONTENT_COLUMNS[index]))
+        winner = winners.job_facets.get((key, index))
+        if winner is None or not versions.supersedes(winner[0], held):
+            continue
+        row[column] = winner[0]
+        moved = True
+        if not versions.same_content(winner[0], held):
+            row[flag] = True
+            row["touched"] = True
+            row.update(job_facet_columns(facet, winner[1]))
+    return row if moved else None
+
+
 def _write_jobs(
     session: Session,
-    jobs: dict[JobKey, Row[Any]],
+    jobs: dict[JobKey, State],
+    created: set[JobKey],
     winners: _Winners,
     replaced: dict[JobKey, Event],
     dataset_ids: dict[DatasetKey, int],
     now: datetime,
 ) -> None:
-    updates: list[dict[str, Any]] = []
-    for key, job in jobs.items():
-        row: dict[str, Any] = {
-            "id": job.id,
-            "lineage_version": job.lineage_version,
-            "set_lineage": False,
-            "lineage_event_time": None,
-            "touched": key in replaced,
-        }
-        moved = False
-        lineage = winners.lineage.get(key)
-        if lineage is not None and versions.supersedes(lineage[0], job.lineage_version):
-            row.update(lineage_version=lineage[0], set_lineage=True, lineage_event_time=lineage[1].event_time)
-            moved = True
-        for index, (facet, column) in enumerate(JOB_FACETS):
-            held = getattr(job, column)
-            row[column] = held
-            flag = "set_" + column.removesuffix("_version")
-            row[flag] = False
-            row.update(dict.fromkeys(_FACET_CONTENT_COLUMNS[index]))
-            winner = winners.job_facets.get((key, index))
-            if winner is None or not versions.supersedes(winner[0], held):
-                continue
-            row[column] = winner[0]
-            moved = True
-            if not versions.same_content(winner[0], held):
-                row[flag] = True
-                row["touched"] = True
-                row.update(job_facet_columns(facet, winner[1]))
-        if moved:
-            updates.append(row)
-
+    updates = [
+        row
+        for key, job in jobs.items()
+        if key not in created and (row := _job_update(key, job, winners, replaced)) is not None
+    ]
     replaced_ids = [jobs[key].id for key in replaced if jobs[key].lineage_version is not None]
     if replaced_ids:  # a job that never had lineage has no rows to delete
         session.execute(batch_sql.DELETE_JOB_DATASETS, {"ids": replaced_ids})
@@ -383,40 +436,60 @@ _FACET_CONTENT_COLUMNS = (
 )
 
 
+def _dataset_update(
+    key: DatasetKey, held: State, winners: _Winners
+) -> tuple[dict[str, Any] | None, bool, tuple[Field, ...] | None]:
+    """For ``held`` and the batch's winners: the row of UPDATE_DATASETS (None if nothing moves), whether
+    its fields must be deleted, and the fields to insert (None: the schema's content does not change).
+
+    The same values create a missing dataset (INSERT_DATASETS reads the columns it writes).
+    """
+    row: dict[str, Any] = {
+        "id": held.id,
+        "schema_version": held.schema_version,
+        "documentation_version": held.documentation_version,
+        "set_documentation": False,
+        "description": None,
+        "touched": False,
+    }
+    moved = delete_fields = False
+    fields: tuple[Field, ...] | None = None
+    schema = winners.schemas.get(key)
+    if schema is not None and versions.supersedes(schema[0], held.schema_version):
+        row["schema_version"] = schema[0]
+        moved = True
+        if not versions.same_content(schema[0], held.schema_version):
+            row["touched"] = True
+            delete_fields = held.schema_version is not None  # fields exist only once a schema was applied
+            fields = () if schema[1] is DELETED else schema[1]
+    docs = winners.documentation.get(key)
+    if docs is not None and versions.supersedes(docs[0], held.documentation_version):
+        row["documentation_version"] = docs[0]
+        moved = True
+        if not versions.same_content(docs[0], held.documentation_version):
+            row.update(
+                touched=True, set_documentation=True, description=None if docs[1] is DELETED else docs[1]
+            )
+    return (row if moved else None), delete_fields, fields
+
+
 def _write_datasets(
-    session: Session, datasets: dict[DatasetKey, Row[Any]], winners: _Winners, now: datetime
+    session: Session,
+    datasets: dict[DatasetKey, State],
+    created: set[DatasetKey],
+    winners: _Winners,
+    now: datetime,
 ) -> None:
     updates: list[dict[str, Any]] = []
     replaced_schemas: list[int] = []
     new_fields: list[dict[str, Any]] = []
     for key, held in datasets.items():
-        row: dict[str, Any] = {
-            "id": held.id,
-            "schema_version": held.schema_version,
-            "documentation_version": held.documentation_version,
-            "set_documentation": False,
-            "description": None,
-            "touched": False,
-        }
-        moved = False
-        schema = winners.schemas.get(key)
-        if schema is not None and versions.supersedes(schema[0], held.schema_version):
-            row["schema_version"] = schema[0]
-            moved = True
-            if not versions.same_content(schema[0], held.schema_version):
-                row["touched"] = True
-                if held.schema_version is not None:  # fields exist only once a schema was applied
-                    replaced_schemas.append(held.id)
-                new_fields.extend(field_rows(held.id, () if schema[1] is DELETED else schema[1]))
-        docs = winners.documentation.get(key)
-        if docs is not None and versions.supersedes(docs[0], held.documentation_version):
-            row["documentation_version"] = docs[0]
-            moved = True
-            if not versions.same_content(docs[0], held.documentation_version):
-                row.update(
-                    touched=True, set_documentation=True, description=None if docs[1] is DELETED else docs[1]
-                )
-        if moved:
+        row, delete_fields, fields = _dataset_update(key, held, winners)
+        if delete_fields:
+            replaced_schemas.append(held.id)
+        if fields is not None:
+            new_fields.extend(field_rows(held.id, fields))
+        if row is not None and key not in created:  # a created row holds the winners already
             updates.append(row)
     if replaced_schemas:
         session.execute(batch_sql.DELETE_FIELDS, {"ids": replaced_schemas})

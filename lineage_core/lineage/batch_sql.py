@@ -46,26 +46,58 @@ LOCK_JOBS: TextClause = text(
     "JOIN lineage_jobs AS j ON j.organization_id = :org AND j.namespace = k.ns AND j.name = k.name "
     "ORDER BY k.ord FOR NO KEY UPDATE OF j"
 )
+# The columns a created job or dataset gets from the batch's winners (NULL where none): the row is
+# written once, complete, rather than inserted and then updated.
+_JOB_CONTENT = (
+    ("lineage_version", "text"),
+    ("lineage_event_time", "timestamptz"),
+    ("documentation_version", "text"),
+    ("description", "text"),
+    ("sql_version", "text"),
+    ("sql", "text"),
+    ("sql_dialect", "text"),
+    ("job_type_version", "text"),
+    ("processing_type", "text"),
+    ("integration", "text"),
+    ("job_type", "text"),
+)
+_DATASET_CONTENT = (("schema_version", "text"), ("documentation_version", "text"), ("description", "text"))
+
+
+def _new_rows(content: tuple[tuple[str, str], ...], arrival: bool) -> str:
+    """:keys with the content columns: the rows to create (no join reads them: no count needed)."""
+    record = ", ".join(f"{name} {kind}" for name, kind in content)
+    order = ", arrival integer" if arrival else ""
+    return f"json_to_recordset(CAST(:keys AS json)) AS k(ns text, name text, ord integer{order}, {record})"
+
+
+def _names(columns: tuple[tuple[str, str], ...], prefix: str = "") -> str:
+    return ", ".join(prefix + name for name, _kind in columns)
+
+
 # The rows an INSERT creates are locked by it until the transaction ends; a row another transaction
 # created meanwhile is skipped here and locked with LOCK_JOBS. Ids are drawn in the order the batch
 # first names each job (:arrival), as one event per transaction did, so the export (in id order) lists
 # jobs in the order they arrived; PostgreSQL evaluates nextval() after the subquery's sort. The rows are
 # then inserted in key order (:ns, :name as sorted; ord), the order every writer takes.
 INSERT_JOBS: TextClause = text(
-    "INSERT INTO lineage_jobs AS j (id, organization_id, namespace, name, created_at, updated_at) "  # noqa: S608
-    "SELECT a.id, :org, a.ns, a.name, :now, :now FROM ("
-    "SELECT k.ns, k.name, k.ord, nextval(pg_get_serial_sequence('lineage_jobs', 'id')) AS id "
-    f"FROM {_KEYS} ORDER BY k.arrival) AS a ORDER BY a.ord "
-    f"ON CONFLICT (organization_id, namespace, name) DO NOTHING RETURNING {_JOB_STATE}"
+    "INSERT INTO lineage_jobs AS j (id, organization_id, namespace, name, created_at, updated_at, "  # noqa: S608
+    f"{_names(_JOB_CONTENT)}) "
+    f"SELECT a.id, :org, a.ns, a.name, :now, :now, {_names(_JOB_CONTENT, 'a.')} FROM ("
+    f"SELECT k.*, nextval(pg_get_serial_sequence('lineage_jobs', 'id')) AS id "
+    f"FROM {_new_rows(_JOB_CONTENT, arrival=True)} ORDER BY k.arrival) AS a ORDER BY a.ord "
+    "ON CONFLICT (organization_id, namespace, name) DO NOTHING RETURNING j.id, j.namespace, j.name"
 )
 READ_DATASETS: TextClause = text(
     f"SELECT {_DATASET_STATE} FROM {_COUNTED_KEYS} "  # noqa: S608
     "JOIN lineage_datasets AS d ON d.organization_id = :org AND d.namespace = k.ns AND d.name = k.name"
 )
 INSERT_DATASETS: TextClause = text(
-    "INSERT INTO lineage_datasets AS d (organization_id, namespace, name, created_at, updated_at) "  # noqa: S608
-    f"SELECT :org, k.ns, k.name, :now, :now FROM {_KEYS} ORDER BY k.ord "
-    f"ON CONFLICT (organization_id, namespace, name) DO NOTHING RETURNING {_DATASET_STATE}"
+    "INSERT INTO lineage_datasets AS d (organization_id, namespace, name, created_at, updated_at, "  # noqa: S608
+    f"{_names(_DATASET_CONTENT)}) "
+    f"SELECT :org, k.ns, k.name, :now, :now, {_names(_DATASET_CONTENT, 'k.')} "
+    f"FROM {_new_rows(_DATASET_CONTENT, arrival=False)} ORDER BY k.ord "
+    "ON CONFLICT (organization_id, namespace, name) DO NOTHING RETURNING d.id, d.namespace, d.name"
 )
 # In id order, like the per-event merge: every writer of dataset facets locks in one order.
 LOCK_DATASETS: TextClause = text(
