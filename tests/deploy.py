@@ -134,6 +134,7 @@ def settings_variables(**overrides: Any) -> dict[str, Any]:
         "aws_region": region,
         "export_queue": "exports",
         "web_concurrency": 3,
+        "web_threads": 8,
         "secret_arns": {
             key: f"arn:aws:secretsmanager:{region}:{VENDOR_ACCOUNT}:secret:olx-prod/{name}-AbCdEf"
             for key, name in {

@@ -79,6 +79,7 @@ def test_secrets_come_from_secrets_manager_and_the_rest_is_plain(settings: dict[
         "REQUIRE_EXTERNAL_ID_ENFORCEMENT": "true",
         "VENDOR_AWS_ACCOUNT_ID": variables["vendor_aws_account_id"],
         "WEB_CONCURRENCY": "3",
+        "WEB_THREADS": "8",
     }
 
 
@@ -103,7 +104,7 @@ def test_the_settings_parse_as_the_product_parses_them(settings: dict[str, Any])
     assert gunicorn_options(env)["bind"] == ["127.0.0.1:8000"]
     assert gunicorn_options(env)["workers"] == 3
     assert gunicorn_options(env)["worker_class"] == "gthread"
-    assert gunicorn_options(env)["threads"] == 4
+    assert gunicorn_options(env)["threads"] == 8
 
 
 @pytest.mark.terraform
@@ -178,6 +179,7 @@ def test_every_product_container_gets_the_settings_module_and_nothing_else() -> 
     assert settings_call["vendor_aws_account_id"] == "${local.account_id}"
     assert settings_call["cfn_template_base_url"] == "${local.cfn_template_base_url}"
     assert settings_call["web_concurrency"] == "${var.web.concurrency}"
+    assert settings_call["web_threads"] == "${var.web.threads}"
     resources = deploy_resources()
     secrets = resources["aws_secretsmanager_secret.this"]
     assert secrets["for_each"] == "${local.secret_names}"

@@ -89,6 +89,7 @@ module "settings" {
   aws_region            = local.region
   export_queue          = var.export_queue
   web_concurrency       = var.web.concurrency
+  web_threads           = var.web.threads
   secret_arns           = { for key, secret in aws_secretsmanager_secret.this : key => secret.arn }
   cfn_template_base_url = local.cfn_template_base_url
   deployment            = var.name

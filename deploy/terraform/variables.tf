@@ -123,13 +123,14 @@ variable "cpu_architecture" {
 }
 
 variable "web" {
-  description = "The web service: tasks (scaled on CPU between count and max_count), task size, gunicorn workers per task."
+  description = "The web service: tasks (scaled on CPU between count and max_count), task size, gunicorn workers per task and threads per worker."
   type = object({
     count       = optional(number, 2)
     max_count   = optional(number, 4)
     cpu         = optional(number, 512)
     memory      = optional(number, 1024)
     concurrency = optional(number, 2)
+    threads     = optional(number, 4)
   })
   default = {}
 
@@ -146,6 +147,11 @@ variable "web" {
   validation {
     condition     = var.web.concurrency >= 1 && var.web.concurrency <= 256 && floor(var.web.concurrency) == var.web.concurrency
     error_message = "web.concurrency (WEB_CONCURRENCY) must be a whole number from 1 to 256."
+  }
+
+  validation {
+    condition     = var.web.threads >= 1 && var.web.threads <= 64 && floor(var.web.threads) == var.web.threads
+    error_message = "web.threads (WEB_THREADS) must be a whole number from 1 to 64."
   }
 }
 

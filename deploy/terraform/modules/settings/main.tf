@@ -13,6 +13,7 @@ locals {
     EXPORT_QUEUE                    = var.export_queue
     PORTAL_PORT                     = tostring(var.portal_port)
     WEB_CONCURRENCY                 = tostring(var.web_concurrency)
+    WEB_THREADS                     = tostring(var.web_threads)
     CFN_TEMPLATE_BASE_URL           = var.cfn_template_base_url
   }
 

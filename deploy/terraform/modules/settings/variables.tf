@@ -51,6 +51,17 @@ variable "proxy_port" {
   }
 }
 
+variable "web_threads" {
+  description = "Threads per gunicorn worker (WEB_THREADS)."
+  type        = number
+  default     = 4
+
+  validation {
+    condition     = var.web_threads >= 1 && var.web_threads <= 64 && floor(var.web_threads) == var.web_threads
+    error_message = "The web threads must be a whole number from 1 to 64."
+  }
+}
+
 variable "web_concurrency" {
   description = "gunicorn workers per web task (WEB_CONCURRENCY)."
   type        = number
