@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.config import Settings
@@ -258,3 +258,32 @@ def test_a_leader_stopped_mid_store_fails_the_others_with_an_error_of_their_own(
     assert sorted(outcomes, key=str) == sorted([SystemExit, GroupStoreStoppedError], key=str)
     assert commits._waiting == {}
     assert [job["name"] for job in graph_of(db, org.id)] == ["first"]
+
+
+def test_a_request_whose_commit_fails_before_it_waits_leaves_nothing_for_the_others_to_wait_on(
+    settings: Settings, db: Session
+) -> None:
+    org = make_org(db, "acme")
+    commits = GroupCommit()
+    factory = session_factory(settings.database_url)
+    broken = factory()
+
+    def lost_connection() -> None:
+        raise OperationalError("COMMIT", {}, Exception("server closed the connection unexpectedly"))
+
+    broken.commit = lost_connection  # type: ignore[method-assign]
+    with _organization_locked(settings.database_url, org.id) as release:
+        pool = ThreadPoolExecutor(3)
+        first = pool.submit(lambda: commits.store(factory(), org.id, _event("first")))
+        _wait_until(lambda: org.id in commits._waiting)
+        with pytest.raises(OperationalError):
+            commits.store(broken, org.id, _event("lost"))  # its commit fails before it queues
+        later = pool.submit(lambda: commits.store(factory(), org.id, _event("later")))
+        _wait_until(lambda: len(commits._waiting.get(org.id, ())) == 1)
+        release()
+        assert isinstance(first.result(timeout=30), ApplyResult)
+        assert isinstance(later.result(timeout=30), ApplyResult)  # not left waiting for "lost"
+        pool.shutdown()
+    broken.close()
+    assert commits._waiting == {}
+    assert sorted(job["name"] for job in graph_of(db, org.id)) == ["first", "later"]

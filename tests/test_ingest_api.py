@@ -272,6 +272,20 @@ def test_a_database_outage_is_a_503_the_client_retries(
     assert response.headers["Retry-After"] == "5"
 
 
+def test_an_event_whose_group_store_stopped_is_a_503_the_client_retries(
+    client: FlaskClient, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lineage_core.lineage.group_commit import GROUP_COMMIT, GroupStoreStoppedError
+
+    def stopped(*_args: Any, **_kwargs: Any) -> None:
+        raise GroupStoreStoppedError  # the request storing its group was in a worker that stopped
+
+    monkeypatch.setattr(GROUP_COMMIT, "store", stopped)
+    response = post(client, orders_event(), key)
+    assert_error(response, 503, "database_unavailable", "body")
+    assert response.headers["Retry-After"] == "5"
+
+
 def test_the_api_needs_no_session_or_csrf_token(app: Flask, db: Session, org: Organization) -> None:
     assert app.config.get("WTF_CSRF_ENABLED", True)
     secret = make_key(db, org, "x")

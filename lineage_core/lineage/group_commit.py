@@ -10,7 +10,8 @@ of them is storing wait for it to finish, and the next one stores all of them as
   at once (a lone request waits for nothing), and a group forms only while the database is busy.
 * Each request gets its own event's answer: a batch answers each event as if the events were applied one
   by one in arrival order, and an event the database refuses is refused alone (its neighbours are
-  stored). A database failure fails every request of the group (each answers 503; nothing is stored).
+  stored). A database failure fails every request of the group (each answers 503; on PostgreSQL nothing
+  of the group is stored, on SQLite the events before the failure are).
 * A request that stores leads one group only, of at most :data:`MAX_GROUP_EVENTS`; the waiting requests
   then lead in turn, so no request serves the others for long.
 
@@ -35,7 +36,8 @@ BeforeCommit = Callable[[Session], object]
 
 
 class GroupStoreStoppedError(RuntimeError):
-    """The request storing this event's group was stopped before it finished; nothing was stored."""
+    """The request storing this event's group was stopped before it finished (its worker is shutting
+    down); the transaction was rolled back. The API answers 503: send the event again."""
 
     def __init__(self) -> None:
         super().__init__("the request storing this event's group stopped; send the event again")
@@ -47,6 +49,7 @@ class _Request:
     before_commit: BeforeCommit | None
     done: threading.Event = field(default_factory=threading.Event)
     leads: bool = False  # set, with ``done``, when this request is to store the next group
+    group: list[_Request] = field(default_factory=list)  # the group it stores, when it leads
     result: StoreResult | None = None
     error: BaseException | None = None
 
@@ -75,33 +78,38 @@ class GroupCommit:
         stores the event.
 
         Raises:
-            sqlalchemy.exc.DBAPIError: the database failed; nothing of the event is stored.
+            sqlalchemy.exc.DBAPIError: the database failed; on PostgreSQL nothing of the event is stored.
+            GroupStoreStoppedError: the request storing this event's group was stopped.
         """
         me = _Request(event, before_commit)
-        with self._lock:
-            waiting = self._waiting.get(organization_id)
-            if waiting is None:  # no store of this organization running: lead at once
-                self._waiting[organization_id] = []
-                me.leads = True
-            else:
-                waiting.append(me)
-        if not me.leads:
-            session.commit()  # hold no transaction (nor its snapshot) open while waiting
-            me.done.wait()
-            if not me.leads:
-                return self._answer(me)
-            # Promoted: this request stores the next group (it is the first of it).
+        if not self._lead_if_idle(organization_id, me):
+            # Hold no transaction (nor its snapshot) open while waiting. Committed before the request
+            # joins the queue: a commit that fails leaves nothing behind for the others to wait on.
+            session.commit()
+            if not self._lead_if_idle(organization_id, me, or_wait=True):
+                me.done.wait()
+                if not me.leads:
+                    return self._answer(me)
+                # Promoted: this request stores the group handed to it (it is the first of it).
         self._lead(session, organization_id, me)
         assert me.result is not None  # _lead raised otherwise
         return me.result
 
-    def _lead(self, session: Session, organization_id: int, me: _Request) -> None:
+    def _lead_if_idle(self, organization_id: int, me: _Request, *, or_wait: bool = False) -> bool:
+        """Lead (a group of ``me`` alone) if no store of the organization runs; else queue ``me`` if
+        ``or_wait``. True if ``me`` leads."""
         with self._lock:
-            waiting = self._waiting[organization_id]
-            group = [me, *(request for request in waiting[: self._max] if request is not me)]
-            group = group[: self._max]
-            taken = set(map(id, group))
-            waiting[:] = [request for request in waiting if id(request) not in taken]
+            waiting = self._waiting.get(organization_id)
+            if waiting is None:
+                self._waiting[organization_id] = []
+                me.leads, me.group = True, [me]
+                return True
+            if or_wait:
+                waiting.append(me)
+            return False
+
+    def _lead(self, session: Session, organization_id: int, me: _Request) -> None:
+        group = me.group
         try:
             results = store_batch(
                 session,
@@ -124,8 +132,11 @@ class GroupCommit:
                 if me.error is None:
                     self.groups_stored += 1
                     self.events_stored += len(group)
-                if waiting:
+                waiting = self._waiting[organization_id]
+                if waiting:  # hand the lead, and the next group, to the first request waiting
                     successor = waiting[0]
+                    successor.group = waiting[: self._max]
+                    del waiting[: self._max]
                     successor.leads = True
                     successor.done.set()
                 else:
