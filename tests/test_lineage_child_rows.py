@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.config import Settings
@@ -92,3 +92,11 @@ def test_deleting_datasets_deletes_their_fields_and_links(session: Session) -> N
     after = _counts(session)
     assert after["lineage_dataset_fields"] == before["lineage_dataset_fields"] // 2
     assert after["lineage_job_datasets"] == before["lineage_job_datasets"] // 2
+
+
+def test_truncating_organizations_empties_the_child_tables(settings: Settings, db: Session) -> None:
+    # PostgreSQL only: SQLite has no TRUNCATE. The keys made TRUNCATE ... CASCADE reach these tables.
+    _two_orgs_with_lineage(db)
+    db.execute(text("TRUNCATE organizations CASCADE"))
+    db.commit()
+    assert set(_counts(db).values()) == {0}

@@ -13,8 +13,9 @@ nothing the merge does not already guarantee.
 
 What the keys' ``ON DELETE CASCADE`` did is kept by triggers: deleting jobs or datasets (directly or by
 deleting their organization) deletes their child rows. On PostgreSQL one trigger per statement deletes
-the children of every deleted parent at once (a transition table); on SQLite, which has no such
-triggers, one per row. The derived lineage's tables keep their keys: the derivation writes few rows.
+the children of every deleted parent at once (a transition table), and truncating the jobs or the
+datasets (``TRUNCATE organizations CASCADE`` included) empties the child tables, as the keys made
+TRUNCATE do; on SQLite, which has neither, one trigger per row. The derived lineage's tables keep their keys: the derivation writes few rows.
 """
 
 from alembic import op
@@ -53,6 +54,19 @@ END $$;
 CREATE TRIGGER lineage_datasets_delete_children AFTER DELETE ON lineage_datasets
     REFERENCING OLD TABLE AS deleted_datasets FOR EACH STATEMENT
     EXECUTE FUNCTION lineage_datasets_delete_children();
+CREATE FUNCTION lineage_truncate_children() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- DELETE, not TRUNCATE: the TRUNCATE that fired this may list these tables too, and a table being
+    -- truncated cannot be truncated again inside the same statement.
+    DELETE FROM lineage_column_lineage;
+    DELETE FROM lineage_job_datasets;
+    DELETE FROM lineage_dataset_fields;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lineage_jobs_truncate_children AFTER TRUNCATE ON lineage_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION lineage_truncate_children();
+CREATE TRIGGER lineage_datasets_truncate_children AFTER TRUNCATE ON lineage_datasets
+    FOR EACH STATEMENT EXECUTE FUNCTION lineage_truncate_children();
 """
 _SQLITE_TRIGGERS = (
     "CREATE TRIGGER lineage_jobs_delete_children AFTER DELETE ON lineage_jobs FOR EACH ROW BEGIN "
@@ -82,6 +96,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     postgresql = op.get_bind().dialect.name == "postgresql"
     if postgresql:
+        op.execute("DROP TRIGGER lineage_datasets_truncate_children ON lineage_datasets")
+        op.execute("DROP TRIGGER lineage_jobs_truncate_children ON lineage_jobs")
+        op.execute("DROP FUNCTION lineage_truncate_children()")
         op.execute("DROP TRIGGER lineage_datasets_delete_children ON lineage_datasets")
         op.execute("DROP TRIGGER lineage_jobs_delete_children ON lineage_jobs")
         op.execute("DROP FUNCTION lineage_datasets_delete_children()")
