@@ -6,8 +6,11 @@ the same rejects, reported in line order, including a line only the database ref
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -101,3 +104,33 @@ def test_workers_out_of_range_is_a_usage_error(settings: Settings, db: Session, 
     done = _import(settings, path, "acme", "--workers", "0")
     assert done.returncode == 2
     assert "--workers" in done.stderr
+
+
+def test_a_worker_that_dies_stops_the_import_with_a_clear_error(
+    settings: Settings, db: Session, tmp_path: Path
+) -> None:
+    make_org(db, "acme")
+    path = tmp_path / "many.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in iter_synthetic_events(2000, seed=4)))
+    command = [sys.executable, "-m", "flask", "--app", "portal", "lineage", "import", str(path)]
+    process = subprocess.Popen(
+        [*command, "--org", "acme", "--workers", "2", "--batch-events", "5"],
+        env=process_env(settings),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+    deadline = time.monotonic() + 60
+    workers: list[str] = []
+    while len(workers) < 2 and process.poll() is None:  # the pool's two workers (and nothing else)
+        assert time.monotonic() < deadline, "the workers did not start"
+        workers = children.read_text().split() if children.exists() else []
+        time.sleep(0.01)
+    os.kill(int(workers[0]), signal.SIGKILL)  # as the kernel's out-of-memory killer would
+    _stdout, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == 1, stderr
+    assert "An import worker process ended without answering" in stderr
+    assert "Traceback" not in stderr

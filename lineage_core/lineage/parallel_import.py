@@ -8,21 +8,27 @@ by the calling process, in batches (:func:`importer.iter_batches`); each batch g
 
 The graph is the same as a serial import's: every part of it is last-writer-wins under a total order,
 so batches applied in any order give one result (``tests/test_batch_merge.py``). Two batches that name
-the same jobs or datasets lock them in the same key order, and a deadlock is retried. What can differ
-is a count: an event a serial import would report as "unchanged" after an identical one in an earlier
-batch may be counted as the one that replaced it.
+the same jobs or datasets lock them in the same key order, and a deadlock is retried. What can differ:
+a count (an event a serial import would report as "unchanged" after an identical one in an earlier
+batch may be counted as the one that replaced it), and the order of new jobs' ids, which the export
+follows: by batch as the batches were stored, rather than by line.
 
 Rejected lines are reported in line order: batches are taken in the order they were sent. At most two
 batches per process are in flight, so memory stays bounded whatever the file's size. A database failure
-stops the import (the batches already sent may or may not be stored; importing again is harmless).
+stops the import (the batches already sent may or may not be stored; importing again is harmless), as
+does a worker that dies (:class:`WorkerDiedError`). Ctrl-C stops the import after the batches being
+stored: the workers ignore it, so no batch is cut short. Workers are forked (Linux, the product's
+platform).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import BinaryIO
 
 from sqlalchemy.orm import Session
@@ -43,11 +49,19 @@ from lineage_core.lineage.importer import (
 
 IN_FLIGHT_PER_WORKER = 2
 
+
+class WorkerDiedError(RuntimeError):
+    """A worker process ended without answering (killed, out of memory); the import stopped."""
+
+
 # One worker process's session (set by _start_worker in each process of the pool).
 _session: Session | None = None
 
 
 def _start_worker(database_url: str) -> None:
+    # Ctrl-C reaches the whole process group; the importing process stops sending batches, and a
+    # worker finishes the one it stores rather than dying in the middle of it with a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     global _session
     engine = get_engine(database_url)
     # Forked from the importing process: its pooled connections belong to the parent; open new ones.
@@ -89,7 +103,14 @@ def import_events_in_parallel(
 
     def take_oldest() -> None:
         future, lines = in_flight.popleft()
-        add_batch(report, future.result(), lines, on_reject)
+        try:
+            batch = future.result()
+        except BrokenProcessPool as error:
+            raise WorkerDiedError(
+                "An import worker process ended without answering (killed, or out of memory); "
+                "the batches it had may not be stored. Import the file again: repeats change nothing."
+            ) from error
+        add_batch(report, batch, lines, on_reject)
 
     # fork: the workers start with the modules this process has loaded (spawning would import them
     # again in each one); they open their own database connections.

@@ -30,7 +30,7 @@ from lineage_core.lineage.importer import (
 )
 from lineage_core.lineage.ingest import StoreResult, store_batch
 from lineage_core.lineage.merge import ApplyResult, LineageOutcome
-from lineage_core.lineage.parallel_import import import_events_in_parallel
+from lineage_core.lineage.parallel_import import WorkerDiedError, import_events_in_parallel
 from lineage_core.lineage.parse import check_event
 from portal.cli import current_settings
 
@@ -92,7 +92,7 @@ def _summary(report: ImportReport) -> str:
     type=click.IntRange(min=1, max=MAX_IMPORT_WORKERS),
     default=DEFAULT_IMPORT_WORKERS,
     show_default=True,
-    help="Processes that check and store batches at once (1: this process alone).",
+    help="Processes that check and store batches at once (1: this process alone; SQLite: always 1).",
 )
 @click.option(
     "--batch-events",
@@ -120,7 +120,8 @@ def import_command(file: str, org_slug: str, max_event_bytes: int, workers: int,
 
     try:
         with click.progressbar(length=size, label="Importing", file=sys.stderr, show_pos=False) as bar:  # type: ignore[var-annotated]  # a length, no items: nothing for the item type to be
-            if workers > 1:
+            if workers > 1 and not _database_url().startswith("sqlite"):
+                # SQLite has one writer at a time: processes would only queue for it.
                 report = import_events_in_parallel(
                     _database_url(),
                     organization_id,
@@ -142,6 +143,8 @@ def import_command(file: str, org_slug: str, max_event_bytes: int, workers: int,
                         on_progress=bar.update,
                         on_reject=report_reject,
                     )
+    except WorkerDiedError as error:
+        raise click.ClickException(str(error)) from error
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
