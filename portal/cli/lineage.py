@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import click
 import orjson
@@ -120,29 +120,20 @@ def import_command(file: str, org_slug: str, max_event_bytes: int, workers: int,
 
     try:
         with click.progressbar(length=size, label="Importing", file=sys.stderr, show_pos=False) as bar:  # type: ignore[var-annotated]  # a length, no items: nothing for the item type to be
+            options: dict[str, Any] = {
+                "max_event_bytes": max_event_bytes,
+                "batch_events": batch_events,
+                "on_progress": bar.update,
+                "on_reject": report_reject,
+            }
             if workers > 1 and not _database_url().startswith("sqlite"):
                 # SQLite has one writer at a time: processes would only queue for it.
                 report = import_events_in_parallel(
-                    _database_url(),
-                    organization_id,
-                    stream,
-                    workers=workers,
-                    max_event_bytes=max_event_bytes,
-                    batch_events=batch_events,
-                    on_progress=bar.update,
-                    on_reject=report_reject,
+                    _database_url(), organization_id, stream, workers=workers, **options
                 )
             else:
                 with _one_connection_session() as session:
-                    report = import_events(
-                        session,
-                        organization_id,
-                        stream,
-                        max_event_bytes=max_event_bytes,
-                        batch_events=batch_events,
-                        on_progress=bar.update,
-                        on_reject=report_reject,
-                    )
+                    report = import_events(session, organization_id, stream, **options)
     except WorkerDiedError as error:
         raise click.ClickException(str(error)) from error
     finally:
