@@ -20,7 +20,7 @@ ends at the largest version among the one it holds and those the batch carries. 
 6. answers, per event, what applying the batch's events one by one in their order would have answered
    (the single-event API's answer for each).
 
-The caller owns the transaction (and issues :data:`statements.CUSTOM_PLANS` first in it).
+The caller owns the transaction (and issues :data:`batch_sql.MERGE_PLANNER` first in it).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ PostgreSQL guesses that a set-returning function returns 100 rows, whatever the 
 organization of a few thousand jobs that guess makes a hash join over all of them the cheapest plan, so
 the one-event path read the whole organization per statement and grew slower with every job stored
 (measured: 3.8 ms of database CPU per event at 1,000 jobs, 8.5 ms at 4,000). Every join therefore reads
-its rows through ``LIMIT :n`` with the row count given: a custom plan (:data:`statements.CUSTOM_PLANS`)
-sees the true count up to 100 and probes the unique indexes for a few keys.
+its rows through ``LIMIT :n`` with the row count given: a custom plan (:data:`MERGE_PLANNER`) sees the
+true count up to 100 and probes the unique indexes for a few keys.
 
 Rows are created and locked in the order of their ``ord`` (``ORDER BY``), which the merge sorts by
 key: two batches that share jobs or datasets take their row locks in the same order and cannot wait
@@ -26,6 +26,21 @@ from typing import Any
 from sqlalchemy import Boolean, Integer, TextClause, text
 
 from lineage_core.lineage import statements
+
+# PostgreSQL only, first in each merge's transaction (one round trip; each setting ends with it):
+# * custom plans: psycopg prepares repeated statements and PostgreSQL then settles on a generic plan; one
+#   made while the tables were small (a new database, statistics not refreshed) scans them whole for
+#   ever (measured: throughput halved every few thousand events without this);
+# * no hash, merge or bitmap joins: every statement names its rows by key or id, and a nested loop of
+#   index probes is the plan that reads only them. Estimates cannot be trusted to find it: with no
+#   statistics PostgreSQL takes an organization for 0.5% of the table, small enough to read whole
+#   through the ``(organization_id, updated_at)`` index and hash-join with the keys (measured: all
+#   3,000 jobs of an organization read to find 4 of them, 2.4 ms).
+MERGE_PLANNER: TextClause = text(
+    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), "
+    "set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), "
+    "set_config('enable_bitmapscan', 'off', true)"
+)
 
 # The state the merge compares versions with; the same columns in every job and dataset statement.
 _JOB_STATE = (
@@ -46,13 +61,21 @@ _COUNTED_KEYS = f"(SELECT * FROM {_KEYS} LIMIT :key_count) AS k"  # noqa: S608 -
 # estimates an average organization, which only the unique key narrows to one row.
 _ORG = "(SELECT CAST(:org AS integer))"
 
+
+def _probe(table: str, alias: str, columns: str, lock: str = "") -> str:
+    """One lookup by the unique key per key of :keys, in their order: a LATERAL subquery kept whole by
+    its LIMIT (the key is unique: at most one row anyway), so it can only be the inner side of a nested
+    loop, run once per key; the planner chooses only the index it probes."""
+    return (
+        f"SELECT {columns} FROM {_COUNTED_KEYS} CROSS JOIN LATERAL ("  # noqa: S608 - constant text
+        f"SELECT {columns} FROM {table} AS {alias} WHERE {alias}.organization_id = {_ORG} "
+        f"AND {alias}.namespace = k.ns AND {alias}.name = k.name LIMIT 1{lock}) AS {alias} ORDER BY k.ord"
+    )
+
+
 # FOR NO KEY UPDATE: see statements.JOB_FOR_UPDATE (foreign-key checks take KEY SHARE locks, which
-# this lock does not conflict with).
-LOCK_JOBS: TextClause = text(
-    f"SELECT {_JOB_STATE} FROM {_COUNTED_KEYS} "  # noqa: S608 - constant text, values are bound parameters
-    f"JOIN lineage_jobs AS j ON j.organization_id = {_ORG} AND j.namespace = k.ns AND j.name = k.name "
-    "ORDER BY k.ord FOR NO KEY UPDATE OF j"
-)
+# this lock does not conflict with). Each job is locked as it is found, in the order of the keys.
+LOCK_JOBS: TextClause = text(_probe("lineage_jobs", "j", _JOB_STATE, lock=" FOR NO KEY UPDATE"))
 # The columns a created job or dataset gets from the batch's winners (NULL where none): the row is
 # written once, complete, rather than inserted and then updated.
 _JOB_CONTENT = (
@@ -95,10 +118,7 @@ INSERT_JOBS: TextClause = text(
     f"FROM {_new_rows(_JOB_CONTENT, arrival=True)} ORDER BY k.arrival) AS a ORDER BY a.ord "
     "ON CONFLICT (organization_id, namespace, name) DO NOTHING RETURNING j.id, j.namespace, j.name"
 )
-READ_DATASETS: TextClause = text(
-    f"SELECT {_DATASET_STATE} FROM {_COUNTED_KEYS} "  # noqa: S608
-    f"JOIN lineage_datasets AS d ON d.organization_id = {_ORG} AND d.namespace = k.ns AND d.name = k.name"
-)
+READ_DATASETS: TextClause = text(_probe("lineage_datasets", "d", _DATASET_STATE))
 INSERT_DATASETS: TextClause = text(
     "INSERT INTO lineage_datasets AS d (organization_id, namespace, name, created_at, updated_at, "  # noqa: S608
     f"{_names(_DATASET_CONTENT)}) "

@@ -23,7 +23,7 @@ import psycopg.errors
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
-from lineage_core.lineage import statements as sql
+from lineage_core.lineage import batch_sql
 from lineage_core.lineage.batch_merge import PreparedEvent, apply_batch, prepare
 from lineage_core.lineage.event import Event
 from lineage_core.lineage.merge import ApplyResult, apply_event
@@ -136,7 +136,7 @@ def _store_pg(
     while True:
         attempt += 1
         try:
-            session.execute(sql.CUSTOM_PLANS)
+            session.execute(batch_sql.MERGE_PLANNER)
             results: list[StoreResult]
             if isolating:
                 results = _apply_isolating(session, organization_id, prepared)
