@@ -437,8 +437,7 @@ def main() -> None:
     print_table(rows, sizes)
     print(
         "Between passes, untimed: VACUUM ANALYZE (autovacuum's work; off on this machine's server). "
-        "Within a pass no statistics are refreshed (a new organization absent from them is read whole "
-        "per lookup: see the README's Operations)."
+        "Within a pass no statistics are refreshed: each pass's organization is new to them."
     )
 
 
