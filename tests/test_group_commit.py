@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import get_engine, session_factory
-from lineage_core.lineage.group_commit import GroupCommit, GroupStoreStoppedError
+from lineage_core.lineage.group_commit import GroupCommit, GroupStoreFailedError, GroupStoreStoppedError
 from lineage_core.lineage.ingest import Refused, StoreResult, store_event
 from lineage_core.lineage.merge import ApplyResult, LineageOutcome
 from lineage_core.lineage.parse import check_event
@@ -186,9 +186,17 @@ def test_a_database_failure_fails_every_request_of_the_group_and_stores_none(
         futures = _store_in_threads(settings, commits, org.id, events)
         release()
         assert isinstance(futures[0].result(timeout=30), ApplyResult)
+        errors = []
         for future in futures[1:]:
-            with pytest.raises(DBAPIError, match="disk full"):
+            with pytest.raises(Exception, match="disk full") as raised:
                 future.result(timeout=30)
+            errors.append(raised.value)
+    # The request that stored the group raises the database's error; each of the others an error of
+    # its own caused by it (one object raised in several threads would mix their tracebacks).
+    (leader,) = [error for error in errors if isinstance(error, DBAPIError)]
+    followers = [error for error in errors if error is not leader]
+    assert len(followers) == 2 and followers[0] is not followers[1]
+    assert all(isinstance(f, GroupStoreFailedError) and f.__cause__ is leader for f in followers)
     assert [job["name"] for job in graph_of(db, org.id)] == ["first"]
     assert org.id not in commits._waiting  # nothing left waiting: the next request leads at once
 

@@ -272,15 +272,20 @@ def test_a_database_outage_is_a_503_the_client_retries(
     assert response.headers["Retry-After"] == "5"
 
 
-def test_an_event_whose_group_store_stopped_is_a_503_the_client_retries(
-    client: FlaskClient, key: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("outcome", ["stopped", "failed"])
+def test_an_event_whose_group_store_stopped_or_failed_is_a_503_the_client_retries(
+    client: FlaskClient, key: str, monkeypatch: pytest.MonkeyPatch, outcome: str
 ) -> None:
-    from lineage_core.lineage.group_commit import GROUP_COMMIT, GroupStoreStoppedError
+    from lineage_core.lineage.group_commit import GROUP_COMMIT, GroupStoreFailedError, GroupStoreStoppedError
 
-    def stopped(*_args: Any, **_kwargs: Any) -> None:
-        raise GroupStoreStoppedError  # the request storing its group was in a worker that stopped
+    def led_by_another(*_args: Any, **_kwargs: Any) -> None:
+        # The request storing this event's group was in a worker that stopped, or met a database error.
+        if outcome == "stopped":
+            raise GroupStoreStoppedError
+        cause = OperationalError("INSERT", {}, Exception("server closed the connection"))
+        raise GroupStoreFailedError(cause) from cause
 
-    monkeypatch.setattr(GROUP_COMMIT, "store", stopped)
+    monkeypatch.setattr(GROUP_COMMIT, "store", led_by_another)
     response = post(client, orders_event(), key)
     assert_error(response, 503, "database_unavailable", "body")
     assert response.headers["Retry-After"] == "5"

@@ -35,12 +35,28 @@ MAX_GROUP_EVENTS = 100
 BeforeCommit = Callable[[Session], object]
 
 
-class GroupStoreStoppedError(RuntimeError):
+class GroupStoreError(RuntimeError):
+    """The request storing this event's group did not store it; nothing of the group is stored on
+    PostgreSQL. The API answers 503: send the event again."""
+
+
+class GroupStoreStoppedError(GroupStoreError):
     """The request storing this event's group was stopped before it finished (its worker is shutting
-    down); the transaction was rolled back. The API answers 503: send the event again."""
+    down); the transaction was rolled back."""
 
     def __init__(self) -> None:
         super().__init__("the request storing this event's group stopped; send the event again")
+
+
+class GroupStoreFailedError(GroupStoreError):
+    """Storing this event's group failed; the error the request storing it met is the ``__cause__``.
+
+    Each waiting request raises one of its own: one exception object raised in several threads at once
+    would collect all their frames in its one traceback (and log them mixed).
+    """
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(f"storing this event's group failed: {cause}")
 
 
 @dataclass(eq=False, slots=True)
@@ -79,6 +95,8 @@ class GroupCommit:
 
         Raises:
             sqlalchemy.exc.DBAPIError: the database failed; on PostgreSQL nothing of the event is stored.
+            GroupStoreFailedError: storing this event's group, led by another request, failed (the
+                database's error is its ``__cause__``).
             GroupStoreStoppedError: the request storing this event's group was stopped.
         """
         me = _Request(event, before_commit)
@@ -118,11 +136,10 @@ class GroupCommit:
                 before_commit=_all_of([request.before_commit for request in group]),
             )
         except BaseException as error:
-            # The others' answer: the database's error itself (a 503 each), or, if this thread is being
-            # stopped (SystemExit, KeyboardInterrupt), an error of their own rather than the stop.
-            theirs = error if isinstance(error, Exception) else GroupStoreStoppedError()
+            # The others' answer (each raises an error of its own, see _answer): the database's error,
+            # or, if this thread is being stopped (SystemExit, KeyboardInterrupt), not the stop.
             for request in group:
-                request.error = error if request is me else theirs
+                request.error = error
             raise
         else:
             for request, result in zip(group, results, strict=True):
@@ -147,8 +164,12 @@ class GroupCommit:
 
     @staticmethod
     def _answer(request: _Request) -> StoreResult:
-        if request.error is not None:
-            raise request.error
+        """A waiting request's answer, from the group's store that another request led."""
+        error = request.error
+        if isinstance(error, Exception):
+            raise GroupStoreFailedError(error) from error
+        if error is not None:
+            raise GroupStoreStoppedError()
         assert request.result is not None  # set by the group's store, or an error is
         return request.result
 

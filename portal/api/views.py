@@ -63,7 +63,7 @@ from lineage_core.accounts.api_keys import (
 from lineage_core.infra.db import get_engine
 from lineage_core.infra.models import Organization
 from lineage_core.lineage.event import Event
-from lineage_core.lineage.group_commit import GROUP_COMMIT, GroupStoreStoppedError
+from lineage_core.lineage.group_commit import GROUP_COMMIT, GroupStoreError
 from lineage_core.lineage.ingest import Refused, StoreResult, store_batch
 from lineage_core.lineage.merge import ApplyResult
 from lineage_core.lineage.parse import EventError, EventTooLargeError, Problem, parse_event
@@ -160,7 +160,7 @@ def _answering_503(view: Callable[[Session], tuple[Response, int]]) -> tuple[Res
     try:
         with _one_connection() as db:
             return view(db)
-    except (DBAPIError, GroupStoreStoppedError):  # the latter: the worker storing its group stopped
+    except (DBAPIError, GroupStoreError):  # the latter: the request storing the event's group failed
         log.exception("storing lineage events failed")
         # True on both databases: PostgreSQL stored nothing of the request; SQLite (one transaction per
         # event) may have stored some events, which posting them again leaves as they are.
