@@ -263,27 +263,7 @@ class EventWriter:
                 )
             else:
                 outputs.append(entry.entry)
-        line = orjson.dumps(
-            {
-                "eventType": "COMPLETE",
-                "eventTime": self.event_time,
-                "producer": producer,
-                "schemaURL": EVENT_SCHEMA_URL,
-                "run": {"runId": self._run_id(job.namespace, job.name), "facets": {}},
-                "job": {
-                    "namespace": job.namespace,
-                    "name": job.name,
-                    "facets": _job_facets(job, producer, FULL),
-                },
-                "inputs": [get(dataset).entry for dataset in job.inputs],
-                "outputs": outputs,
-            },
-            option=orjson.OPT_APPEND_NEWLINE,
-        )
-        if len(line) - 1 > self.max_event_bytes:
-            return self._trimmed_line(job, len(line) - 1)
-        self.stats.events += 1
-        return line
+        return self._full_line(job, [get(dataset).entry for dataset in job.inputs], outputs)
 
     def json_line(self, job: JobJson) -> bytes | None:
         """:meth:`line` of a job read with its bulk in JSON (:mod:`lineage_core.lineage.graph_json`): the
@@ -308,6 +288,11 @@ class EventWriter:
                     b"".join((entry.head, entry.column_lineage_key, column_lineage_head, tail.encode()))
                 )
             )
+        return self._full_line(job, [get(dataset).entry for dataset in job.inputs], outputs)
+
+    def _full_line(self, job: JobLineage | JobJson, inputs: list[Any], outputs: list[Any]) -> bytes | None:
+        """The line of ``job`` with its datasets' entries serialized (:meth:`line`, :meth:`json_line`),
+        or, over the size limit, the line rebuilt with less detail (None if even that cannot fit)."""
         producer = self.producer
         line = orjson.dumps(
             {
@@ -321,13 +306,14 @@ class EventWriter:
                     "name": job.name,
                     "facets": _job_facets(job, producer, FULL),
                 },
-                "inputs": [get(dataset).entry for dataset in job.inputs],
+                "inputs": inputs,
                 "outputs": outputs,
             },
             option=orjson.OPT_APPEND_NEWLINE,
         )
         if len(line) - 1 > self.max_event_bytes:
-            return self._trimmed_line(job.as_job_lineage(), len(line) - 1)
+            whole = job.as_job_lineage() if isinstance(job, JobJson) else job
+            return self._trimmed_line(whole, len(line) - 1)
         self.stats.events += 1
         return line
 
