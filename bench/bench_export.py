@@ -59,6 +59,8 @@ import boto3
 import requests
 from sqlalchemy import ColumnElement, Table, func, insert, literal, select, text
 
+from bench.bench_ingest import cpu_seconds as process_cpu_seconds
+from bench.bench_ingest import pg_cpu_seconds, postmaster_pid
 from lineage_core.infra import migrate
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import get_engine, session_factory
@@ -76,8 +78,8 @@ COPY_ID_STRIDE = 10_000_000  # id offset between the SQL copies of the 100k org 
 
 
 @contextmanager
-def moto_server() -> Iterator[str]:
-    """A moto server in its own process (so it does not share the benchmark's GIL)."""
+def moto_server() -> Iterator[tuple[str, int]]:
+    """A moto server in its own process (so it does not share the benchmark's GIL): (endpoint, pid)."""
     port = free_port()
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
@@ -95,7 +97,7 @@ def moto_server() -> Iterator[str]:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        yield endpoint
+        yield endpoint, process.pid
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -573,8 +575,32 @@ class Row:
     compare: dict[str, Any]
 
 
-def measure(database_url: str, endpoint: str, jobs: int, org_id: int, sample: int, repeat: int) -> Row:
+class BoxCpu:
+    """What a run cost the other processes of the machine: PostgreSQL's and the S3 server's CPU.
+
+    Added to the run's own CPU, it gives the shortest time this machine's cores allow for the run
+    (:func:`_floor`): where a run's time is near that floor, nothing left on this machine overlaps.
+    """
+
+    def __init__(self, s3_pid: int) -> None:
+        self._postmaster = postmaster_pid()
+        self._s3_pid = s3_pid
+
+    def run_child(self, env: dict[str, str], *args: str) -> dict[str, Any]:
+        """:func:`run_child`, with the CPU the other processes spent meanwhile."""
+        pg, s3 = pg_cpu_seconds(self._postmaster), process_cpu_seconds([self._s3_pid])
+        result = run_child(env, *args)
+        result["pg_cpu"] = pg_cpu_seconds(self._postmaster) - pg
+        result["s3_cpu"] = process_cpu_seconds([self._s3_pid]) - s3
+        return result
+
+
+def measure(
+    database_url: str, server: tuple[str, int], jobs: int, org_id: int, sample: int, repeat: int
+) -> Row:
     """One row of the tables. Generation, upload and end to end run ``repeat`` times, interleaved."""
+    endpoint, s3_pid = server
+    box = BoxCpu(s3_pid)
     env = child_env(database_url, endpoint)
     s3 = boto3.client(
         "s3",
@@ -601,7 +627,7 @@ def measure(database_url: str, endpoint: str, jobs: int, org_id: int, sample: in
                 "end to end ...",
                 file=sys.stderr,
             )
-            generate = _faster(generate, run_child(env, "generate", str(org_id), ""))
+            generate = _faster(generate, box.run_child(env, "generate", str(org_id), ""))
             serial = _faster(serial, run_child(env, "generate", str(org_id), "", "serial"))
             objects = _faster(objects, run_child(env, "generate", str(org_id), "", "objects"))
             timer.seconds = 0.0
@@ -610,7 +636,7 @@ def measure(database_url: str, endpoint: str, jobs: int, org_id: int, sample: in
             elapsed = time.perf_counter() - started
             if elapsed < upload_s:
                 upload_s, upload_complete_s = elapsed, timer.seconds
-            e2e = _faster(e2e, run_child(env, "e2e", str(queued_run(database_url, org_id))))
+            e2e = _faster(e2e, box.run_child(env, "e2e", str(queued_run(database_url, org_id))))
             for item in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
                 s3.delete_object(Bucket=BUCKET, Key=item["Key"])  # moto keeps objects in memory
     print(f"[{jobs}] build and serialize vs (a) and (b) ...", file=sys.stderr)
@@ -691,6 +717,27 @@ def print_tables(rows: list[Row]) -> None:
         )
     print()
     print(
+        f"The machine's CPU ({CORES} cores): each run's own CPU, PostgreSQL's and the S3 server's, and the "
+        "shortest time the cores allow for that work (floor = all of it / cores; end to end: "
+        "CompleteMultipartUpload apart, one core for its time)"
+    )
+    header = (
+        f"{'jobs':>8} | {'gen CPU':>7} {'PG':>6} {'floor s':>7} {'gen/floor':>9} | "
+        f"{'e2e CPU':>7} {'PG':>6} {'S3':>6} {'floor s':>7} {'e2e-complete/floor':>18}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        g, e = r.generate, r.e2e
+        gen_floor = _floor(g)
+        e2e_floor = _floor(e, apart=e["complete_s"])
+        print(
+            f"{r.jobs:>8} | {g['cpu']:>6.1f}s {g['pg_cpu']:>5.1f}s {gen_floor:>7.2f} "
+            f"{g['seconds'] / gen_floor:>8.2f}x | {e['cpu']:>6.1f}s {e['pg_cpu']:>5.1f}s "
+            f"{e['s3_cpu']:>5.1f}s {e2e_floor:>7.2f} {(e['seconds'] - e['complete_s']) / e2e_floor:>17.2f}x"
+        )
+    print()
+    print(
         "Build + serialize, CPU µs per event, on the first jobs of each org already read "
         "(interleaved, best of 5; (a) on the first 1000)"
     )
@@ -712,6 +759,15 @@ def print_tables(rows: list[Row]) -> None:
     print("Targets")
     for name, ok, detail in targets(rows):
         print(f"  [{'met ' if ok else 'MISS'}] {name}: {detail}")
+
+
+CORES = os.cpu_count() or 1
+
+
+def _floor(run: dict[str, Any], apart: float = 0.0) -> float:
+    """The shortest time this machine's cores allow for a run's CPU (its own, PostgreSQL's, the S3
+    server's), less ``apart`` seconds of one core (the S3 server's CompleteMultipartUpload)."""
+    return (run["cpu"] + run["pg_cpu"] + run.get("s3_cpu", 0.0) - apart) / CORES
 
 
 def _without_complete_ratio(r: Row) -> float:
@@ -778,7 +834,7 @@ def main() -> None:
 
     sizes = [int(s) for s in args.sizes.split(",")]
     database = nullcontext(args.database_url) if args.database_url else throwaway_postgres_database()
-    with database as database_url, moto_server() as endpoint:
+    with database as database_url, moto_server() as (endpoint, moto_pid):
         migrate.upgrade(database_url)
         org_ids = ensure_orgs(database_url, sizes, args.full_import)
         boto3.client(
@@ -789,7 +845,8 @@ def main() -> None:
             aws_secret_access_key="bench",
         ).create_bucket(Bucket=BUCKET)
         rows = [
-            measure(database_url, endpoint, jobs, org_ids[jobs], args.sample, args.repeat) for jobs in sizes
+            measure(database_url, (endpoint, moto_pid), jobs, org_ids[jobs], args.sample, args.repeat)
+            for jobs in sizes
         ]
     print_tables(rows)
 

@@ -64,6 +64,17 @@ class Result:
     cpu_seconds: float  # CPU (user + system) of the web workers or the import process
     pg_cpu_seconds: float  # CPU of PostgreSQL (postmaster, backends, background processes)
     errors: int
+    client_cpu_seconds: float = 0.0  # CPU of the benchmark's posting threads (HTTP paths)
+
+    @property
+    def ceiling(self) -> float:
+        """Events/s if every core of this machine did only this path's work (app, PG, client): the
+        most this machine allows, whatever is overlapped."""
+        return (
+            (os.cpu_count() or 1)
+            * self.events
+            / (self.cpu_seconds + self.pg_cpu_seconds + self.client_cpu_seconds)
+        )
 
     @property
     def rate(self) -> float:
@@ -285,10 +296,12 @@ def _http_pass(
     url, process = server
     workers = _children(process.pid)
     cpu_before, pg_before = cpu_seconds(workers), pg_cpu_seconds(postmaster)  # leave out start-up
+    client_before = time.process_time()  # only the posting threads run meanwhile
     concurrency = args.batch_concurrency if batch else args.concurrency
     seconds, errors = post_all(url, path, key, concurrency, batch)
     cpu, pg_cpu = cpu_seconds(workers) - cpu_before, pg_cpu_seconds(postmaster) - pg_before
-    return Result(label, what, events, seconds, peak_rss_mb(workers), cpu, pg_cpu, errors)
+    client = time.process_time() - client_before
+    return Result(label, what, events, seconds, peak_rss_mb(workers), cpu, pg_cpu, errors, client)
 
 
 def bench_size(
@@ -377,7 +390,8 @@ def bench_size(
 def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None:
     header = (
         f"| {'path':<19} | {'events':>7} | {'time s':>7} | {'events/s':>8} | {'app ms/event':>12} "
-        f"| {'PG ms/event':>11} | {'peak RSS MB':>11} | {'errors':>6} | how"
+        f"| {'PG ms/event':>11} | {'client ms/event':>15} | {'CPU ceiling/s':>13} | {'peak RSS MB':>11} "
+        f"| {'errors':>6} | how"
     )
     print()
     print(header)
@@ -387,6 +401,7 @@ def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None
             f"| {row.path:<19} | {row.events:>7} | {row.seconds:>7.1f} | {row.rate:>8.0f} | "
             f"{row.cpu_seconds / row.events * 1000:>12.2f} | "
             f"{row.pg_cpu_seconds / row.events * 1000:>11.2f} | "
+            f"{row.client_cpu_seconds / row.events * 1000:>15.2f} | {row.ceiling:>13.0f} | "
             f"{row.peak_rss_mb:>11.0f} | {row.errors:>6} | {row.what}"
         )
     print()
@@ -398,7 +413,10 @@ def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None
     print(f"Baseline: {BASELINE_NAME}.")
     print(
         "CPU: app = gunicorn's workers after start-up (or the import process), PG = the postmaster and all "
-        "its processes. Peak RSS: the largest VmHWM of one web worker (or the import process)."
+        "its processes, client = the benchmark's posting threads (HTTP paths; they run on the same "
+        "machine). CPU ceiling = cores / (app + PG + client CPU per event): the most events/s this "
+        "machine's cores allow for that work. Peak RSS: the largest VmHWM of one web worker (or the "
+        "import process)."
     )
     print(
         f"Machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
