@@ -48,6 +48,7 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
         LINEAGE_MAX_EVENT_BYTES=settings.lineage_max_event_bytes,
         LINEAGE_BATCH_MAX_EVENTS=settings.lineage_batch_max_events,
         LINEAGE_BATCH_MAX_BYTES=settings.lineage_batch_max_bytes,
+        LINEAGE_BATCH_CONCURRENCY=settings.lineage_batch_concurrency,
     )
     if test_config:
         app.config.update(test_config)

@@ -67,6 +67,7 @@ UNSET_IN_PRODUCTION = {
     "LINEAGE_MAX_EVENT_BYTES",
     "LINEAGE_BATCH_MAX_EVENTS",
     "LINEAGE_BATCH_MAX_BYTES",
+    "LINEAGE_BATCH_CONCURRENCY",
     # Not given by the deploy module yet. Behind the load balancer and the Envoy proxy the portal should
     # get PROXY_HOPS=1 (the ALB appends the client to X-Forwarded-For; Envoy trusts one hop), or every
     # client shares the proxy's address in the per-address limits and the audit trail.

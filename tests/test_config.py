@@ -37,6 +37,8 @@ def test_postgres_url_gets_the_psycopg_driver() -> None:
         ({**GOOD, "LINEAGE_BATCH_MAX_EVENTS": "1e3"}, "LINEAGE_BATCH_MAX_EVENTS"),
         ({**GOOD, "LINEAGE_BATCH_MAX_BYTES": "\uff11\uff10\uff12\uff14"}, "LINEAGE_BATCH_MAX_BYTES"),
         ({**GOOD, "LINEAGE_BATCH_MAX_BYTES": "16 MiB"}, "LINEAGE_BATCH_MAX_BYTES"),
+        ({**GOOD, "LINEAGE_BATCH_CONCURRENCY": "0"}, "LINEAGE_BATCH_CONCURRENCY"),
+        ({**GOOD, "LINEAGE_BATCH_CONCURRENCY": "65"}, "LINEAGE_BATCH_CONCURRENCY"),
     ],
 )
 def test_bad_settings_stop_start_up_naming_the_variable(env: dict[str, str], message: str) -> None:
@@ -53,14 +55,15 @@ def test_a_password_in_a_bad_url_is_not_echoed() -> None:
 def test_ingest_bounds_come_from_the_environment() -> None:
     defaults = Settings.from_env(GOOD)
     assert (defaults.lineage_max_event_bytes, defaults.lineage_batch_max_events) == (5 * 1024 * 1024, 1000)
-    assert defaults.lineage_batch_max_bytes == 16 * 1024 * 1024
+    assert (defaults.lineage_batch_max_bytes, defaults.lineage_batch_concurrency) == (16 * 1024 * 1024, 2)
     settings = Settings.from_env(
         {
             **GOOD,
             "LINEAGE_MAX_EVENT_BYTES": "307200",
             "LINEAGE_BATCH_MAX_EVENTS": "250",
             "LINEAGE_BATCH_MAX_BYTES": "4194304",
+            "LINEAGE_BATCH_CONCURRENCY": "3",
         }
     )
     assert (settings.lineage_max_event_bytes, settings.lineage_batch_max_events) == (307200, 250)
-    assert settings.lineage_batch_max_bytes == 4194304
+    assert (settings.lineage_batch_max_bytes, settings.lineage_batch_concurrency) == (4194304, 3)

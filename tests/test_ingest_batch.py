@@ -509,3 +509,48 @@ def test_a_gzip_body_of_several_members_is_read_to_its_end(
     member = gzip.compress(b"\n" * 15_000)
     assert_error(post(small_limits, member + member, key, **gzip_header), 413, "payload_too_large")
     assert job_names(db, org) == ["first.a", "first.b", "second.a"]
+
+
+def test_a_worker_stores_at_most_its_concurrency_of_batches_and_refuses_one_that_waited_too_long(
+    settings: Settings, db: Session, org: Organization, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import portal.api.views as views
+
+    app = create_app(
+        test_config={"TESTING": True},
+        settings=dataclasses.replace(settings, lineage_batch_concurrency=1),
+    )
+    monkeypatch.setattr(views, "BATCH_SLOT_WAIT_SECONDS", 0.2)
+    storing, release = threading.Event(), threading.Event()
+    real_store = views.store_batch
+
+    def slow_store(*args: Any, **kwargs: Any) -> Any:
+        storing.set()
+        assert release.wait(timeout=30)
+        return real_store(*args, **kwargs)
+
+    monkeypatch.setattr(views, "store_batch", slow_store)
+    first: dict[str, Any] = {}
+    thread = threading.Thread(
+        target=lambda: first.setdefault("response", post(app.test_client(), ndjson([orders_event()]), key))
+    )
+    thread.start()
+    try:
+        assert storing.wait(timeout=30)
+        # The worker's one turn is taken: this batch waits for it, then is refused, nothing stored.
+        body = assert_error(
+            post(app.test_client(), ndjson([run_event("etl.later")]), key), 503, "server_busy"
+        )
+        assert "nothing of it was stored" in body["message"]
+    finally:
+        release.set()
+        thread.join(timeout=30)
+    assert first["response"].status_code == 200
+    assert job_names(db, org) == ["etl.orders_daily"]
+
+    # Turns come back after every outcome: a malformed batch, then a good one, each at once.
+    monkeypatch.setattr(views, "store_batch", real_store)
+    assert_error(post(app.test_client(), b"[1,", key, content_type="application/json"), 400, "malformed_body")
+    response = post(app.test_client(), ndjson([run_event("etl.later")]), key)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.headers.get("Retry-After") is None

@@ -29,7 +29,11 @@ event in order: ``{"index", "status": "accepted", "lineage", "jobFacetsUpdated",
 "httpStatus": 400|413, "error", "message", "field", "problems"}`` (the single endpoint's error for it;
 nothing of that event is stored, its neighbours are). 4xx only for the request as a whole: 400
 ``malformed_body``, 401, 403, 413 ``payload_too_large`` or ``too_many_events``, 415, 429; 503
-``database_unavailable``: on PostgreSQL nothing of the batch was stored (SQLite stores event by event).
+``database_unavailable``: on PostgreSQL nothing of the batch was stored (SQLite stores event by event);
+503 ``server_busy``: this web worker was storing ``LINEAGE_BATCH_CONCURRENCY`` batches (default 2) for
+:data:`BATCH_SLOT_WAIT_SECONDS` and did not start this one; nothing of it was stored. A batch waits for
+its turn once it is read and its key checked: a worker's memory holds that many batches' parsed events
+at most, whatever its threads.
 
 One database connection per request and one transaction for the key's lookup and the store: the key
 is read in the transaction that stores (a batch's is committed before its events are parsed, so that
@@ -40,6 +44,7 @@ rather than rolling it back, since psycopg forgets its prepared statements at ev
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -60,6 +65,7 @@ from lineage_core.accounts.api_keys import (
     record_use,
     require_scope,
 )
+from lineage_core.infra.config import DEFAULT_LINEAGE_BATCH_CONCURRENCY
 from lineage_core.infra.db import get_engine
 from lineage_core.infra.models import Organization
 from lineage_core.lineage.event import Event
@@ -89,6 +95,8 @@ __all__ = ["DEFAULT_MAX_EVENT_BYTES", "bp"]
 
 ORG_HEADER = "X-Organization"
 RETRY_AFTER_SECONDS = "5"
+# How long a batch waits for one of its worker's LINEAGE_BATCH_CONCURRENCY turns before its 503.
+BATCH_SLOT_WAIT_SECONDS = 30.0
 
 log = logging.getLogger(__name__)
 
@@ -284,6 +292,57 @@ def _ingest_batch(db: Session) -> tuple[Response, int]:
         raw = read_raw(max_bytes, "The batch")
         caller = _caller(db)
         db.commit()  # parsing megabytes of events holds no transaction open
+    except AuthenticationError as error:
+        db.commit()
+        return _refused_key(error)
+    except RejectedError as rejected:
+        db.commit()
+        return _error(rejected.status, rejected.problem.code, [rejected.problem])
+    owned = [raw]  # handed over: the body's memory goes as soon as it is decoded (not held here)
+    del raw
+    with _batch_turn() as turn:
+        if not turn:
+            return _busy()
+        return _store_read_batch(db, caller, owned, mimetype, encoding, max_bytes)
+
+
+_BATCH_TURNS = "lineage_batch_turns"  # the app's extension: the semaphore of its turns
+
+
+@contextmanager
+def _batch_turn() -> Iterator[bool]:
+    """One of this process's LINEAGE_BATCH_CONCURRENCY turns to decode, check and store a batch; False
+    if none came within :data:`BATCH_SLOT_WAIT_SECONDS`."""
+    turns = current_app.extensions.get(_BATCH_TURNS)
+    if turns is None:  # the app's first batch; setdefault: two threads at once get the same one
+        count = _config_int("LINEAGE_BATCH_CONCURRENCY", DEFAULT_LINEAGE_BATCH_CONCURRENCY)
+        turns = current_app.extensions.setdefault(_BATCH_TURNS, threading.BoundedSemaphore(count))
+    if not turns.acquire(timeout=BATCH_SLOT_WAIT_SECONDS):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        turns.release()
+
+
+def _busy() -> tuple[Response, int]:
+    log.warning("a lineage batch waited %.0f s for a turn and was refused", BATCH_SLOT_WAIT_SECONDS)
+    message = (
+        "This server is storing as many batches as it stores at once. "
+        "Send the batch again in a few seconds: nothing of it was stored."
+    )
+    response, status = _error(503, "server_busy", [Problem("body", "server_busy", message)])
+    response.headers["Retry-After"] = RETRY_AFTER_SECONDS
+    return response, status
+
+
+def _store_read_batch(
+    db: Session, caller: Caller, owned: list[bytes], mimetype: str, encoding: str, max_bytes: int
+) -> tuple[Response, int]:
+    """The batch read (``owned``: its body, taken from the list) decoded, split, checked and stored."""
+    raw = owned.pop()
+    try:
         body = decoded(raw, encoding, max_bytes, "The batch")
         del raw
         items = split_batch(
@@ -293,11 +352,7 @@ def _ingest_batch(db: Session) -> tuple[Response, int]:
             _max_event_bytes(),
         )
         del body
-    except AuthenticationError as error:
-        db.commit()
-        return _refused_key(error)
     except RejectedError as rejected:
-        db.commit()
         return _error(rejected.status, rejected.problem.code, [rejected.problem])
 
     event_limit = _max_event_bytes()
