@@ -15,7 +15,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers.response import Response
 
 from lineage_core.infra.config import ConfigError, Settings
-from lineage_core.infra.process import settle_garbage_collector
+from lineage_core.infra.process import limit_malloc_arenas, settle_garbage_collector
 from portal import database, headers, limits, security
 from portal import logging as portal_logging
 from portal.converters import DatabaseIdConverter
@@ -105,4 +105,5 @@ def create_app(test_config: dict[str, Any] | None = None, settings: Settings | N
         # A web worker (or a `flask` command) builds one app for its whole life; tests build hundreds in
         # one process, where freezing each one's objects would keep them all.
         settle_garbage_collector()
+        limit_malloc_arenas()  # before the worker starts its threads
     return app
