@@ -67,15 +67,11 @@ def test_sigterm_while_the_worker_waits_to_start_again_stops_it_at_once(tmp_path
     with private_redis(tmp_path) as server:
         connection = Redis.from_url(server.url, socket_connect_timeout=2)
         queue = Queue("outage-test", connection=connection)
-        job = queue.enqueue("time.sleep", 2)
+        job = queue.enqueue("time.sleep", 5)  # Redis is killed while it runs
         output = tmp_path / "worker.log"
         with output.open("wb") as log:
-            worker = subprocess.Popen(  # its own process group: the job's work horse goes with it
-                [sys.executable, "-c", _WORKER_SCRIPT, server.url],
-                cwd=ROOT,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
+            worker = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_SCRIPT, server.url], cwd=ROOT, stdout=log, stderr=log
             )
         try:
             wait_for(lambda: job.get_status(refresh=True) == JobStatus.STARTED, "the job started", 30)
@@ -87,6 +83,16 @@ def test_sigterm_while_the_worker_waits_to_start_again_stops_it_at_once(tmp_path
             # Ended by the signal itself, as a process manager expects; not by the ended worker's handler.
             assert worker.wait(timeout=10) == -signal.SIGTERM
         finally:
-            with suppress(ProcessLookupError):  # the work horse, if it still retries Redis, too
-                os.killpg(worker.pid, signal.SIGKILL)
+            # The job's work horse too, if it is still there (RQ puts it in a process group of its own).
+            for horse in _children(worker.pid):
+                with suppress(ProcessLookupError):
+                    os.killpg(horse, signal.SIGKILL)
+            worker.kill()
             worker.wait()
+
+
+def _children(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    with suppress(OSError):
+        return [int(child) for child in children.read_text().split()]
+    return []

@@ -27,7 +27,7 @@ YOUNG_GENERATION_THRESHOLD = 10_000
 # The malloc arenas a web worker keeps (glibc's default: eight per core). Each thread that allocates
 # while another holds an arena gets one of its own, and an arena keeps the memory of the largest batch
 # it ever parsed: four 1,000-event batches at once in one 4-thread worker peaked at 362 MB with the
-# default arenas, 320 MB with two (LINEAGE_BATCH_CONCURRENCY 2, bench_ingest), at the same speed.
+# default arenas, 326 MB with two (LINEAGE_BATCH_CONCURRENCY 2, bench_ingest), at the same speed.
 WEB_MALLOC_ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's malloc.h
 
@@ -65,10 +65,11 @@ def prepare_for_jobs(settings: Settings) -> None:
 def limit_malloc_arenas(arenas: int = WEB_MALLOC_ARENAS) -> bool:
     """Keep at most ``arenas`` malloc arenas (glibc's ``mallopt(M_ARENA_MAX)``); True if set.
 
-    Not set when ``MALLOC_ARENA_MAX`` is in the environment (glibc read it at start-up: the operator's
-    choice stands), nor with another C library (its allocator has its own policy).
+    Not set when ``MALLOC_ARENA_MAX`` or the ``glibc.malloc.arena_max`` tunable is in the environment
+    (glibc read it at start-up: the operator's choice stands), nor with another C library (its
+    allocator has its own policy).
     """
-    if "MALLOC_ARENA_MAX" in os.environ:
+    if "MALLOC_ARENA_MAX" in os.environ or "glibc.malloc.arena_max" in os.environ.get("GLIBC_TUNABLES", ""):
         return False
     try:
         mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt

@@ -49,14 +49,16 @@ class GroupStoreStoppedError(GroupStoreError):
 
 
 class GroupStoreFailedError(GroupStoreError):
-    """Storing this event's group failed; the error the request storing it met is the ``__cause__``.
+    """Storing this event's group failed; the error the request storing it met (the database's, or
+    any other that stopped it) is the ``__cause__``. Nothing of the group is stored: a 503 is right.
 
     Each waiting request raises one of its own: one exception object raised in several threads at once
     would collect all their frames in its one traceback (and log them mixed).
     """
 
     def __init__(self, cause: Exception) -> None:
-        super().__init__(f"storing this event's group failed: {cause}")
+        # The cause's message is logged with the cause; its type is enough here.
+        super().__init__(f"storing this event's group failed ({type(cause).__name__})")
 
 
 @dataclass(eq=False, slots=True)
@@ -96,7 +98,7 @@ class GroupCommit:
         Raises:
             sqlalchemy.exc.DBAPIError: the database failed; on PostgreSQL nothing of the event is stored.
             GroupStoreFailedError: storing this event's group, led by another request, failed (the
-                database's error is its ``__cause__``).
+                error it met is the ``__cause__``).
             GroupStoreStoppedError: the request storing this event's group was stopped.
         """
         me = _Request(event, before_commit)

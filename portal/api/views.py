@@ -168,7 +168,7 @@ def _answering_503(view: Callable[[Session], tuple[Response, int]]) -> tuple[Res
     try:
         with _one_connection() as db:
             return view(db)
-    except (DBAPIError, GroupStoreError):  # the latter: the request storing the event's group failed
+    except (DBAPIError, GroupStoreError):  # the latter: another request stored the event's group, and failed
         log.exception("storing lineage events failed")
         # True on both databases: PostgreSQL stored nothing of the request; SQLite (one transaction per
         # event) may have stored some events, which posting them again leaves as they are.
