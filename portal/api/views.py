@@ -172,15 +172,18 @@ def _answering_503(view: Callable[[Session], tuple[Response, int]]) -> tuple[Res
         log.exception("storing lineage events failed")
         # True on both databases: PostgreSQL stored nothing of the request; SQLite (one transaction per
         # event) may have stored some events, which posting them again leaves as they are.
-        message = (
+        return _retry_later(
+            "database_unavailable",
             "The events could not be stored now. Send them again later: "
-            "an event already stored is not stored twice."
+            "an event already stored is not stored twice.",
         )
-        response, status = _error(
-            503, "database_unavailable", [Problem("body", "database_unavailable", message)]
-        )
-        response.headers["Retry-After"] = RETRY_AFTER_SECONDS
-        return response, status
+
+
+def _retry_later(error: str, message: str) -> tuple[Response, int]:
+    """A 503 with ``Retry-After``: nothing was stored, and the same request may succeed later."""
+    response, status = _error(503, error, [Problem("body", error, message)])
+    response.headers["Retry-After"] = RETRY_AFTER_SECONDS
+    return response, status
 
 
 def _credential() -> str:
@@ -212,6 +215,15 @@ def _caller(db: Session) -> Caller:
     except ScopeError as error:
         raise RejectedError(403, "insufficient_scope", "Authorization", str(error)) from None
     return caller
+
+
+def _refused_request(db: Session, refused: AuthenticationError | RejectedError) -> tuple[Response, int]:
+    """The answer to a request refused as a whole (its key, its headers or its body's size); the key's
+    read is committed, not rolled back (see the module's text)."""
+    db.commit()
+    if isinstance(refused, AuthenticationError):
+        return _refused_key(refused)
+    return _error(refused.status, refused.problem.code, [refused.problem])
 
 
 def _refused_key(error: AuthenticationError) -> tuple[Response, int]:
@@ -259,12 +271,8 @@ def _ingest_one(db: Session) -> tuple[Response, int]:
         raw = read_raw(limit, "The event")  # before the transaction: a slow client holds none open
         caller = _caller(db)
         event = _parsed(decoded(raw, encoding, limit, "The event"))
-    except AuthenticationError as error:
-        db.commit()
-        return _refused_key(error)
-    except RejectedError as rejected:
-        db.commit()
-        return _error(rejected.status, rejected.problem.code, [rejected.problem])
+    except (AuthenticationError, RejectedError) as refused:
+        return _refused_request(db, refused)
     except _EventRejectedError as rejected:
         db.commit()
         return _error(rejected.status, rejected.error, rejected.problems)
@@ -292,12 +300,8 @@ def _ingest_batch(db: Session) -> tuple[Response, int]:
         raw = read_raw(max_bytes, "The batch")
         caller = _caller(db)
         db.commit()  # parsing megabytes of events holds no transaction open
-    except AuthenticationError as error:
-        db.commit()
-        return _refused_key(error)
-    except RejectedError as rejected:
-        db.commit()
-        return _error(rejected.status, rejected.problem.code, [rejected.problem])
+    except (AuthenticationError, RejectedError) as refused:
+        return _refused_request(db, refused)
     owned = [raw]  # handed over: the body's memory goes as soon as it is decoded (not held here)
     del raw
     with _batch_turn() as turn:
@@ -328,13 +332,11 @@ def _batch_turn() -> Iterator[bool]:
 
 def _busy() -> tuple[Response, int]:
     log.warning("a lineage batch waited %.0f s for a turn and was refused", BATCH_SLOT_WAIT_SECONDS)
-    message = (
+    return _retry_later(
+        "server_busy",
         "This server is storing as many batches as it stores at once. "
-        "Send the batch again in a few seconds: nothing of it was stored."
+        "Send the batch again in a few seconds: nothing of it was stored.",
     )
-    response, status = _error(503, "server_busy", [Problem("body", "server_busy", message)])
-    response.headers["Retry-After"] = RETRY_AFTER_SECONDS
-    return response, status
 
 
 def _store_read_batch(
