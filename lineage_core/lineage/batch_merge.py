@@ -25,13 +25,13 @@ The caller owns the transaction (and issues :data:`batch_sql.MERGE_PLANNER` firs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import orjson
-from sqlalchemy import Row
+from sqlalchemy import Row, TextClause
 from sqlalchemy.orm import Session
 
 from lineage_core.infra.models import utcnow
@@ -236,33 +236,15 @@ def _lock_jobs(
 ) -> tuple[dict[JobKey, State], set[JobKey]]:
     """The state of the batch's jobs (``arrival``: key -> order of first appearance), locked in key
     order until the transaction ends, and the keys of the missing ones, created (with the winners)."""
-    if not arrival:
-        return {}, set()
-    keys = sorted(arrival)
-    found: dict[JobKey, State] = {
-        (row.namespace, row.name): row
-        for row in session.execute(batch_sql.LOCK_JOBS, {"org": organization_id, **_keys_json(keys)})
-    }
-    created: set[JobKey] = set()
-    missing = [key for key in keys if key not in found]
-    if missing:
-        rows = [
-            {"ns": ns, "name": name, "ord": ord_, "arrival": arrival[(ns, name)]}
-            | (_job_update((ns, name), _Created(0, ns, name), winners, {}) or {})
-            for ord_, (ns, name) in enumerate(missing)
-        ]
-        params = {"org": organization_id, "now": now, "keys": orjson.dumps(rows).decode()}
-        for row in session.execute(batch_sql.INSERT_JOBS, params):
-            key = (row.namespace, row.name)
-            found[key] = _Created(row.id, *key)
-            created.add(key)
-        raced = [key for key in missing if key not in found]
-        if raced:  # created by a concurrent transaction since our first read: wait for it, then lock
-            params = {"org": organization_id, **_keys_json(raced)}
-            found.update(
-                {(row.namespace, row.name): row for row in session.execute(batch_sql.LOCK_JOBS, params)}
-            )
-    return found, created
+    return _find_or_create(
+        session,
+        organization_id,
+        sorted(arrival),
+        batch_sql.LOCK_JOBS,
+        batch_sql.INSERT_JOBS,
+        lambda key: {"arrival": arrival[key]} | (_job_update(key, _Created(0, *key), winners, {}) or {}),
+        now,
+    )
 
 
 def _ensure_datasets(
@@ -270,31 +252,49 @@ def _ensure_datasets(
 ) -> tuple[dict[DatasetKey, State], set[DatasetKey]]:
     """The state (unlocked) of the datasets ``keys`` (sorted), and the keys of the missing ones, created
     in key order (with the winners' facets: locked by this transaction until it ends)."""
+    return _find_or_create(
+        session,
+        organization_id,
+        keys,
+        batch_sql.READ_DATASETS,
+        batch_sql.INSERT_DATASETS,
+        lambda key: _dataset_update(key, _Created(0, *key), winners)[0] or {},
+        now,
+    )
+
+
+def _find_or_create(
+    session: Session,
+    organization_id: int,
+    keys: list[tuple[str, str]],
+    lookup: TextClause,
+    insert: TextClause,
+    content: Callable[[tuple[str, str]], dict[str, Any]],
+    now: datetime,
+) -> tuple[dict[tuple[str, str], State], set[tuple[str, str]]]:
+    """The rows of ``keys`` (sorted) as ``lookup`` reads them, and the keys of the missing ones, which
+    ``insert`` creates in key order with the columns ``content`` gives. A row another transaction
+    created since the first read is read again with ``lookup`` (which waits for it to commit)."""
     if not keys:
         return {}, set()
-    found: dict[DatasetKey, State] = {
+    found: dict[tuple[str, str], State] = {
         (row.namespace, row.name): row
-        for row in session.execute(batch_sql.READ_DATASETS, {"org": organization_id, **_keys_json(keys)})
+        for row in session.execute(lookup, {"org": organization_id, **_keys_json(keys)})
     }
-    created: set[DatasetKey] = set()
+    created: set[tuple[str, str]] = set()
     missing = [key for key in keys if key not in found]
-    if missing:
-        rows = [
-            {"ns": ns, "name": name, "ord": ord_}
-            | (_dataset_update((ns, name), _Created(0, ns, name), winners)[0] or {})
-            for ord_, (ns, name) in enumerate(missing)
-        ]
-        params = {"org": organization_id, "now": now, "keys": orjson.dumps(rows).decode()}
-        for row in session.execute(batch_sql.INSERT_DATASETS, params):
-            key = (row.namespace, row.name)
-            found[key] = _Created(row.id, *key)
-            created.add(key)
-        raced = [key for key in missing if key not in found]
-        if raced:
-            params = {"org": organization_id, **_keys_json(raced)}
-            found.update(
-                {(row.namespace, row.name): row for row in session.execute(batch_sql.READ_DATASETS, params)}
-            )
+    if not missing:
+        return found, created
+    rows = [{"ns": key[0], "name": key[1], "ord": ord_} | content(key) for ord_, key in enumerate(missing)]
+    params = {"org": organization_id, "now": now, "keys": orjson.dumps(rows).decode()}
+    for row in session.execute(insert, params):
+        key = (row.namespace, row.name)
+        found[key] = _Created(row.id, *key)
+        created.add(key)
+    raced = [key for key in missing if key not in found]
+    if raced:  # created by a concurrent transaction since our first read: wait for it, then read it
+        params = {"org": organization_id, **_keys_json(raced)}
+        found.update({(row.namespace, row.name): row for row in session.execute(lookup, params)})
     return found, created
 
 
