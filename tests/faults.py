@@ -12,7 +12,6 @@ import http.client
 import io
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -38,6 +37,7 @@ from lineage_core.infra.db import get_engine
 from lineage_core.infra.models import Connector, ConnectorStatus, utcnow
 from lineage_core.lineage.importer import import_events
 from lineage_core.setup.destination import new_external_id
+from tests.processes import family_env, kill_family
 from tests.services import PG_ADMIN_URL, free_port
 
 VENDOR_ACCOUNT_ID = "123456789012"  # moto's default account: our side of the trust
@@ -364,6 +364,12 @@ class Processes:
     workdir: Path
     overrides: dict[str, dict[str, float]] = field(default_factory=dict)
     started: list[tuple[str, subprocess.Popen[bytes], Path]] = field(default_factory=list)
+    # Every process started here, and each work-horse they fork, carries this id: stop_all ends them all.
+    family: dict[str, str] = field(init=False)
+    family_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.family, self.family_id = family_env(self.env())
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -392,7 +398,7 @@ class Processes:
         with log.open("wb") as output:
             process = subprocess.Popen(
                 [sys.executable, "-c", "\n".join(lines)],
-                env=self.env(),
+                env=self.family,
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 cwd=Path(__file__).resolve().parents[1],
@@ -406,7 +412,6 @@ class Processes:
         )
 
     def stop_all(self) -> None:
-        horses = [child for _module, process, _log in self.started for child in child_pids(process.pid)]
         for _module, process, _log in self.started:
             if process.poll() is None:
                 process.terminate()
@@ -416,11 +421,8 @@ class Processes:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        # RQ's work-horses run in their own process group (setpgrp): one left behind by a killed
-        # worker would keep exporting after the test.
-        for horse in horses:
-            with suppress(ProcessLookupError):
-                os.kill(horse, signal.SIGKILL)
+        # A work-horse left behind by a killed worker would keep exporting after the test.
+        kill_family(self.family_id)
 
 
 def child_pids(pid: int) -> list[int]:

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RUN_VARIABLE = "OLX_TEST_RUN"
+# One product process and everything it forks (RQ's work-horses call setpgrp and are reparented when
+# their worker dies, so neither the process group nor /proc's children finds them all; the
+# environment they inherit does).
+FAMILY_VARIABLE = "OLX_TEST_FAMILY"
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,22 @@ def mark_this_run() -> str:
 
 def leftover_processes(run_id: str) -> list[Leftover]:
     """Processes other than this one (and its ancestors) whose environment carries ``run_id``."""
-    marker = f"{RUN_VARIABLE}={run_id}".encode()
+    return _carrying(RUN_VARIABLE, run_id)
+
+
+def family_env(env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """``env`` with a new family id, which every process started with it passes to what it forks."""
+    family = uuid.uuid4().hex
+    return {**env, FAMILY_VARIABLE: family}, family
+
+
+def kill_family(family: str) -> None:
+    """SIGKILL every process still carrying ``family`` (a worker's work-horses after the worker)."""
+    kill(_carrying(FAMILY_VARIABLE, family))
+
+
+def _carrying(variable: str, value: str) -> list[Leftover]:
+    marker = f"{variable}={value}".encode()
     mine = {os.getpid(), *_ancestors()}
     found = []
     for entry in Path("/proc").iterdir():

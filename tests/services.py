@@ -27,6 +27,7 @@ from botocore.awsrequest import AWSResponse
 from sqlalchemy import inspect, text
 
 from lineage_core.infra.db import Base, get_engine
+from tests.processes import family_env, kill_family
 
 PG_ADMIN_URL = os.environ.get("TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_HOST = os.environ.get("TEST_REDIS_HOST", "127.0.0.1")
@@ -248,9 +249,10 @@ def running_process(settings: Any, module: str, log: Path | None = None) -> Iter
 
     Its output goes to ``log`` when given (read it to explain a failure), else it is discarded.
     """
+    env, family = family_env(process_env(settings))
     with log.open("wb") if log else open(os.devnull, "wb") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", module], env=process_env(settings), stdout=output, stderr=subprocess.STDOUT
+            [sys.executable, "-m", module], env=env, stdout=output, stderr=subprocess.STDOUT
         )
         try:
             yield process
@@ -262,3 +264,4 @@ def running_process(settings: Any, module: str, log: Path | None = None) -> Iter
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+            kill_family(family)  # a work-horse its worker left behind (killed, or timed out)

@@ -25,6 +25,7 @@ from lineage_core.infra.models import Connector, ExportRun, Organization, RunSta
 from lineage_core.schedule.rules import next_nightly_run_after
 from lineage_core.schedule.tick import run_tick
 from tests.factories import BUCKET, KEY, PREVIOUS, feature_events, make_connector, padded_events, store_events
+from tests.faults import child_pids
 from tests.services import GatedMotoServer, is_upload_part, pending_uploads, running_process, s3_client
 from tests.uploads import pending_upload_ids
 
@@ -109,14 +110,6 @@ def test_a_failed_export_fails_its_rq_job_and_records_why(
         in latest.exc_string
     )
     assert job.return_value() is None
-
-
-def child_pids(pid: int) -> list[int]:
-    """The direct children of ``pid`` (Linux): the RQ work-horse forked for the running job."""
-    children: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children += [int(p) for p in (task / "children").read_text().split()]
-    return children
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the work-horse through Linux's /proc")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
-from tests.processes import RUN_VARIABLE, kill, leftover_processes
+from tests.processes import RUN_VARIABLE, family_env, kill, kill_family, leftover_processes
 
 
 def test_a_process_started_by_a_test_is_found_until_it_is_stopped() -> None:
@@ -19,3 +20,36 @@ def test_a_process_started_by_a_test_is_found_until_it_is_stopped() -> None:
         kill([p for p in leftover_processes(run_id) if p.pid == child.pid])
         child.wait(timeout=10)
     assert child.pid not in {p.pid for p in leftover_processes(run_id)}
+
+
+# A worker's work-horse: forked, in a process group of its own, and reparented once its parent dies.
+_ORPHANING_PARENT = """
+import os, sys, time
+child = os.fork()
+if child == 0:
+    os.setpgrp()
+    time.sleep(60)
+    os._exit(0)
+print(child, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_family_is_ended_with_the_orphan_its_killed_parent_left() -> None:
+    env, family = family_env(dict(os.environ))
+    parent = subprocess.Popen([sys.executable, "-c", _ORPHANING_PARENT], env=env, stdout=subprocess.PIPE)
+    assert parent.stdout is not None
+    with parent.stdout:
+        orphan = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait(timeout=10)
+    run_id = os.environ[RUN_VARIABLE]
+    try:
+        assert orphan in {p.pid for p in leftover_processes(run_id)}  # outlived its parent
+        kill_family(family)
+        deadline = time.monotonic() + 10
+        while orphan in {p.pid for p in leftover_processes(run_id)} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert orphan not in {p.pid for p in leftover_processes(run_id)}
+    finally:
+        kill([p for p in leftover_processes(run_id) if p.pid == orphan])

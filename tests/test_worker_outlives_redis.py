@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-from contextlib import suppress
 from pathlib import Path
 
 from redis import Redis
@@ -15,6 +14,7 @@ from rq import Queue
 from rq.job import JobStatus
 
 from tests.faults import private_redis, wait_for
+from tests.processes import family_env, kill_family
 from worker.__main__ import work_until_stopped
 from worker.registration import ExportWorker
 
@@ -69,9 +69,10 @@ def test_sigterm_while_the_worker_waits_to_start_again_stops_it_at_once(tmp_path
         queue = Queue("outage-test", connection=connection)
         job = queue.enqueue("time.sleep", 5)  # Redis is killed while it runs
         output = tmp_path / "worker.log"
+        env, family = family_env(dict(os.environ))
         with output.open("wb") as log:
             worker = subprocess.Popen(
-                [sys.executable, "-c", _WORKER_SCRIPT, server.url], cwd=ROOT, stdout=log, stderr=log
+                [sys.executable, "-c", _WORKER_SCRIPT, server.url], cwd=ROOT, env=env, stdout=log, stderr=log
             )
         try:
             wait_for(lambda: job.get_status(refresh=True) == JobStatus.STARTED, "the job started", 30)
@@ -83,16 +84,6 @@ def test_sigterm_while_the_worker_waits_to_start_again_stops_it_at_once(tmp_path
             # Ended by the signal itself, as a process manager expects; not by the ended worker's handler.
             assert worker.wait(timeout=10) == -signal.SIGTERM
         finally:
-            # The job's work horse too, if it is still there (RQ puts it in a process group of its own).
-            for horse in _children(worker.pid):
-                with suppress(ProcessLookupError):
-                    os.killpg(horse, signal.SIGKILL)
             worker.kill()
             worker.wait()
-
-
-def _children(pid: int) -> list[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    with suppress(OSError):
-        return [int(child) for child in children.read_text().split()]
-    return []
+            kill_family(family)  # the job's work-horse, reparented when its worker died
