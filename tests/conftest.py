@@ -19,6 +19,7 @@ from flask.testing import FlaskClient
 from moto.server import ThreadedMotoServer
 from sqlalchemy.orm import Session
 
+from lineage_core.accounts import key_cache
 from lineage_core.accounts import users as accounts
 from lineage_core.infra import migrate
 from lineage_core.infra.config import Settings
@@ -110,6 +111,7 @@ def settings(base_settings: Settings) -> Iterator[Settings]:
     """Settings for one test; its database tables and Redis DB are emptied afterwards."""
     yield base_settings
     empty_all_tables(base_settings.database_url)
+    key_cache.clear_all()  # the keys it held are gone with the tables
     flush_redis_except_claim(base_settings.redis_url)
 
 

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
+from lineage_core.accounts import key_cache
 from lineage_core.infra.models import ApiKey, utcnow
 
 KEY_PREFIX = "olk_"
@@ -195,6 +196,7 @@ def revoke_api_key(session: Session, organization_id: int, key_id: int) -> ApiKe
     if key is not None and key.revoked_at is None:
         key.revoked_at = utcnow()
         session.flush()
+        key_cache.note_key_change(session)  # no process serves it from memory once this commits
     return key
 
 

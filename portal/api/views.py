@@ -35,10 +35,12 @@ nothing of that event is stored, its neighbours are). 4xx only for the request a
 its turn once it is read and its key checked: a worker's memory holds that many batches' parsed events
 at most, whatever its threads.
 
-One database connection per request and one transaction for the key's lookup and the store: the key
-is read in the transaction that stores (a batch's is committed before its events are parsed, so that
-parsing megabytes holds no transaction open), and an answer that stores nothing commits its read
-rather than rolling it back, since psycopg forgets its prepared statements at every ROLLBACK.
+The key comes from this process's key cache (:mod:`lineage_core.accounts.key_cache`) or one indexed
+lookup; a looked-up key is read in the transaction that stores (a batch's is committed before its
+events are parsed, so that parsing megabytes holds no transaction open), and an answer that stores
+nothing commits its read rather than rolling it back, since psycopg forgets its prepared statements at
+every ROLLBACK. A request takes a pooled connection only at its first statement and gives it back at
+each commit: one whose key is known and whose event another request stores takes none.
 """
 
 from __future__ import annotations
@@ -60,14 +62,16 @@ from lineage_core.accounts.api_keys import (
     Scope,
     ScopeError,
     authenticate,
+    hash_key,
     key_prefix_of,
     parse_bearer,
     record_use,
     require_scope,
 )
+from lineage_core.accounts.key_cache import KnownKey, cache_for
 from lineage_core.infra.config import DEFAULT_LINEAGE_BATCH_CONCURRENCY
 from lineage_core.infra.db import get_engine
-from lineage_core.infra.models import Organization
+from lineage_core.infra.models import Organization, utcnow
 from lineage_core.lineage.event import Event
 from lineage_core.lineage.group_commit import GROUP_COMMIT, GroupStoreError
 from lineage_core.lineage.ingest import Refused, StoreResult, store_batch
@@ -154,19 +158,20 @@ def _max_event_bytes() -> int:
 
 
 @contextmanager
-def _one_connection() -> Iterator[Session]:
-    """A session on one pooled connection for the whole request: one checkout, one transaction."""
-    with get_engine(settings().database_url).connect() as connection:
-        session = Session(bind=connection, expire_on_commit=False)
-        try:
-            yield session
-        finally:
-            session.close()
+def _request_session() -> Iterator[Session]:
+    """The request's session: it takes a pooled connection at its first statement and gives it back at
+    each commit, so a request whose key is known and whose event another request stores (group
+    commit) never takes one, and a batch waiting for its turn holds none."""
+    session = Session(bind=get_engine(settings().database_url), expire_on_commit=False)
+    try:
+        yield session
+    finally:
+        session.close()
 
 
 def _answering_503(view: Callable[[Session], tuple[Response, int]]) -> tuple[Response, int]:
     try:
-        with _one_connection() as db:
+        with _request_session() as db:
             return view(db)
     except (DBAPIError, GroupStoreError):  # the latter: another request stored the event's group, and failed
         log.exception("storing lineage events failed")
@@ -192,29 +197,49 @@ def _credential() -> str:
 
 
 def _caller(db: Session) -> Caller:
-    """The key's caller, allowed to write lineage (one indexed lookup, in the session's transaction).
+    """The key's caller, allowed to write lineage: from this process's key cache, or one indexed lookup
+    in the session's transaction (see :mod:`lineage_core.accounts.key_cache`).
 
     Raises:
         AuthenticationError: missing, invalid or revoked key.
         RejectedError: 403, the key is of another organization than X-Organization, or lacks the scope.
     """
-    caller = authenticate(db, parse_bearer(request.headers.get("Authorization")))
     expected_org = request.headers.get(ORG_HEADER)
-    if expected_org is not None:
-        slug = db.scalar(select(Organization.slug).where(Organization.id == caller.organization_id))
-        if slug != expected_org.strip():
-            raise RejectedError(
-                403,
-                "wrong_organization",
-                ORG_HEADER,
-                f"This API key belongs to another organization than {expected_org.strip()!r}; "
-                "use a key created in that organization.",
-            )
+    known = _known_key(db, parse_bearer(request.headers.get("Authorization")), expected_org is not None)
+    caller = known.caller
+    if expected_org is not None and known.organization_slug != expected_org.strip():
+        raise RejectedError(
+            403,
+            "wrong_organization",
+            ORG_HEADER,
+            f"This API key belongs to another organization than {expected_org.strip()!r}; "
+            "use a key created in that organization.",
+        )
     try:
         require_scope(caller, Scope.LINEAGE_WRITE)
     except ScopeError as error:
         raise RejectedError(403, "insufficient_scope", "Authorization", str(error)) from None
     return caller
+
+
+def _known_key(db: Session, key: str, with_slug: bool) -> KnownKey:
+    """The key, from the cache or looked up (and then kept, with its organization's slug, if the cache
+    is listening); the slug is read on a lookup only if kept or ``with_slug``."""
+    cache = cache_for(settings().database_url)
+    key_hash = hash_key(key)
+    known = cache.get(key_hash) if cache is not None else None
+    if known is not None:
+        return known
+    generation = cache.generation() if cache is not None else 0
+    keeps = cache is not None and cache.listening
+    caller = authenticate(db, key)
+    slug = None
+    if keeps or with_slug:
+        slug = db.scalar(select(Organization.slug).where(Organization.id == caller.organization_id))
+    known = KnownKey(caller, slug)
+    if keeps and cache is not None:
+        cache.put(key_hash, known, generation)
+    return known
 
 
 def _refused_request(db: Session, refused: AuthenticationError | RejectedError) -> tuple[Response, int]:
@@ -253,7 +278,15 @@ def _refusal(refused: Refused) -> _EventRejectedError:
 
 
 def _recording_use(caller: Caller) -> Callable[[Session], object]:
-    return lambda session: record_use(session, caller)
+    """The key's last use, written in the transaction that stores (at most once a minute)."""
+    cache = cache_for(settings().database_url)
+
+    def record(session: Session) -> None:
+        now = utcnow()
+        if record_use(session, caller, now) and cache is not None:
+            cache.note_use(hash_key(_credential()), now)
+
+    return record
 
 
 @bp.post("/lineage")

@@ -1,0 +1,221 @@
+"""The ingest endpoints' API key cache (lineage_core/accounts/key_cache.py), on a real PostgreSQL: a key
+that authenticated is not looked up again, and a revocation takes effect at once, in this process and
+in any other, even across a lost listener connection."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from flask.testing import FlaskClient
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from lineage_core.accounts.api_keys import authenticate, hash_key, revoke_api_key
+from lineage_core.accounts.key_cache import APPLICATION_NAME, MAX_AGE_SECONDS, KeyCache, KnownKey, cache_for
+from lineage_core.infra.config import Settings
+from lineage_core.infra.db import get_engine
+from lineage_core.infra.models import ApiKey, Organization
+from tests.factories import make_key, orders_event
+from tests.faults import wait_for
+from tests.key_cache import listening_key_cache
+from tests.services import process_env
+
+URL = "/api/v1/lineage"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def key_lookups(settings: Settings) -> Iterator[list[str]]:
+    """The statements on the app's engine that read the api_keys table."""
+    engine = get_engine(settings.database_url)
+    seen: list[str] = []
+
+    def statement(_conn: Any, _cursor: Any, sql: str, *_args: Any) -> None:
+        if "FROM api_keys" in sql:
+            seen.append(sql)
+
+    event.listen(engine, "before_cursor_execute", statement)
+    yield seen
+    event.remove(engine, "before_cursor_execute", statement)
+
+
+def post(client: FlaskClient, key: str, **headers: str) -> Any:
+    return client.post(URL, json=orders_event(), headers={"Authorization": f"Bearer {key}", **headers})
+
+
+def key_id(db: Session, secret: str) -> int:
+    found = db.query(ApiKey).filter(ApiKey.key_hash == hash_key(secret)).one()
+    db.rollback()
+    return found.id
+
+
+def test_a_key_that_authenticated_is_not_looked_up_again(
+    client: FlaskClient, db: Session, org: Organization, settings: Settings, key_lookups: list[str]
+) -> None:
+    cache = listening_key_cache(settings.database_url)
+    key = make_key(db, org)
+    assert post(client, key).status_code == 201
+    assert len(key_lookups) == 1
+    for _ in range(3):
+        assert post(client, key).status_code == 201
+        assert post(client, key, **{"X-Organization": "acme"}).status_code == 201
+    assert len(key_lookups) == 1  # the organization's slug is known too
+    assert cache.lookups_saved >= 6
+    # The cached organization is still checked against X-Organization.
+    refused = post(client, key, **{"X-Organization": "globex"})
+    assert (refused.status_code, refused.get_json()["error"]) == (403, "wrong_organization")
+
+
+def test_a_bad_key_is_looked_up_every_time(
+    client: FlaskClient, db: Session, org: Organization, settings: Settings, key_lookups: list[str]
+) -> None:
+    listening_key_cache(settings.database_url)
+    unknown = "olk_0badc0de_" + "A" * 43
+    for _ in range(3):
+        assert post(client, unknown).status_code == 401
+    assert len(key_lookups) == 3
+
+
+def test_a_key_revoked_in_this_process_is_refused_by_the_next_request(
+    client: FlaskClient, db: Session, org: Organization, settings: Settings
+) -> None:
+    listening_key_cache(settings.database_url)
+    key = make_key(db, org)
+    assert post(client, key).status_code == 201
+    assert post(client, key).status_code == 201  # from memory
+
+    assert revoke_api_key(db, org.id, key_id(db, key)) is not None
+    db.commit()
+
+    refused = post(client, key)
+    assert (refused.status_code, refused.get_json()["error"]) == (401, "revoked_api_key")
+
+
+_REVOKE_ELSEWHERE = """
+import sys
+from lineage_core.accounts.api_keys import revoke_api_key
+from lineage_core.infra.db import session_scope
+with session_scope(sys.argv[1]) as session:
+    assert revoke_api_key(session, int(sys.argv[2]), int(sys.argv[3])) is not None
+"""
+
+
+def test_a_key_revoked_by_another_process_is_forgotten_when_its_revocation_commits(
+    client: FlaskClient, db: Session, org: Organization, settings: Settings
+) -> None:
+    cache = listening_key_cache(settings.database_url)
+    key = make_key(db, org)
+    assert post(client, key).status_code == 201
+    assert cache.get(hash_key(key)) is not None
+    generation = cache.generation()
+
+    # Another process (a portal worker where the admin pressed Revoke): only its NOTIFY reaches here.
+    subprocess.run(
+        [sys.executable, "-c", _REVOKE_ELSEWHERE, settings.database_url, str(org.id), str(key_id(db, key))],
+        env=process_env(settings),
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
+    wait_for(lambda: cache.generation() != generation, "the revocation's notification")
+    assert cache.get(hash_key(key)) is None
+    refused = post(client, key)
+    assert (refused.status_code, refused.get_json()["error"]) == (401, "revoked_api_key")
+
+
+def test_a_cache_whose_listener_lost_its_connection_serves_nothing_it_held(
+    client: FlaskClient, db: Session, org: Organization, settings: Settings, key_lookups: list[str]
+) -> None:
+    cache = listening_key_cache(settings.database_url)
+    key = make_key(db, org)
+    assert post(client, key).status_code == 201
+    generation = cache.generation()
+
+    # The listener's connection ends (a database restart, a network cut): a notification sent meanwhile
+    # would be lost, so what the cache held is dropped and every request looks its key up again.
+    plain = settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    with psycopg.connect(plain, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = current_database()",
+            (APPLICATION_NAME,),
+        ).fetchall()
+    assert ended == [(True,)]
+    wait_for(lambda: cache.generation() != generation, "the listener noticing its lost connection")
+    assert cache.get(hash_key(key)) is None
+
+    key_lookups.clear()
+    assert post(client, key).status_code == 201
+    assert len(key_lookups) == 1
+    listening_key_cache(settings.database_url)  # it connects again, and keeps keys again
+    assert post(client, key).status_code == 201
+    assert post(client, key).status_code == 201
+    assert len(key_lookups) == 2
+
+
+def test_a_lookup_that_began_before_a_revocation_does_not_fill_the_cache(
+    db: Session, org: Organization, settings: Settings
+) -> None:
+    cache = listening_key_cache(settings.database_url)
+    key = make_key(db, org)
+    generation = cache.generation()
+    known = KnownKey(authenticate(db, key), "acme")  # read before the revocation committed
+    db.rollback()
+    assert revoke_api_key(db, org.id, key_id(db, key)) is not None
+    db.commit()
+    cache.put(hash_key(key), known, generation)
+    assert cache.get(hash_key(key)) is None
+
+
+def test_a_key_is_served_from_memory_for_a_minute_at_most(
+    db: Session, org: Organization, settings: Settings
+) -> None:
+    now = [1000.0]
+    cache = KeyCache(settings.database_url, clock=lambda: now[0])
+    cache.start()
+    try:
+        wait_for(lambda: cache.listening, "the cache to listen")
+        key = make_key(db, org)
+        known = KnownKey(authenticate(db, key), "acme")
+        db.rollback()
+        cache.put(hash_key(key), known, cache.generation())
+        now[0] += MAX_AGE_SECONDS
+        assert cache.get(hash_key(key)) == known
+        now[0] += 1
+        assert cache.get(hash_key(key)) is None
+    finally:
+        cache.stop()
+    assert not cache.listening
+
+
+def test_a_cache_not_listening_keeps_nothing(db: Session, org: Organization, settings: Settings) -> None:
+    cache = KeyCache(settings.database_url)  # never started: it cannot hear of a revocation
+    key = make_key(db, org)
+    known = KnownKey(authenticate(db, key), "acme")
+    db.rollback()
+    cache.put(hash_key(key), known, cache.generation())
+    assert cache.get(hash_key(key)) is None
+
+
+def test_the_last_use_written_is_carried_by_the_cached_key(
+    client: FlaskClient, db: Session, org: Organization, settings: Settings
+) -> None:
+    cache = listening_key_cache(settings.database_url)
+    key = make_key(db, org)
+    assert post(client, key).status_code == 201  # looked up with last_used_at empty, then written
+    cached = cache.get(hash_key(key))
+    assert cached is not None and cached.caller.last_used_at is not None
+    stored = db.query(ApiKey).filter(ApiKey.key_hash == hash_key(key)).one()
+    assert stored.last_used_at is not None
+    assert replace(cached.caller, last_used_at=None).organization_id == org.id
+
+
+def test_there_is_no_cache_on_sqlite(sqlite_settings: Settings) -> None:
+    assert cache_for(sqlite_settings.database_url) is None
