@@ -18,7 +18,10 @@ Sign-in (``POST /login``):
 Ingest API (``POST /api/v1/lineage``), for answers 401 (missing, malformed, unknown or revoked key):
 
 * per client address: ``API_KEY_LIMIT_PER_ADDRESS``, 30 failures a minute; checked before the key is
-  looked up, so an address guessing keys costs the database nothing once it is over.
+  looked up, so an address guessing keys costs the database nothing once it is over. Not checked for
+  a key the web worker knows to be valid (it authenticated there within the minute and was not
+  revoked since: :mod:`lineage_core.accounts.key_cache`): a producer sharing its address with a
+  sprayer of bad keys keeps working, as with the prefix limit below.
 * per key prefix (the ``olk_xxxxxxxx`` part, which admins see and which may be known): ``API_KEY_LIMIT_
   PER_PREFIX``, 10 failures a minute. Over it, *wrong* keys with that prefix get 429; the real key still
   authenticates, so nobody can switch a producer off by spraying its prefix.
@@ -48,6 +51,9 @@ from prometheus_client.registry import Collector
 from redis import Redis
 from redis.exceptions import RedisError
 from werkzeug.wrappers.response import Response as BaseResponse
+
+from lineage_core.accounts.api_keys import hash_key
+from lineage_core.accounts.key_cache import cache_for
 
 log = logging.getLogger(__name__)
 
@@ -172,14 +178,28 @@ def api_key_failed(response: Response) -> bool:
 
 
 def api_key_address_limit(view: Callable[..., Any]) -> Callable[..., Any]:
-    """The per-address limit of bad API keys, on the ingest view: tested before the view runs."""
+    """The per-address limit of bad API keys, on the ingest view: tested before the view runs, except
+    for a key this process knows to be valid (see :func:`_known_good_key`)."""
     return limiter.limit(
         _config("API_KEY_LIMIT_PER_ADDRESS"),
         key_func=client_address,
         scope="api-key-address",
+        exempt_when=_known_good_key,
         deduct_when=api_key_failed,
         on_breach=_breach("api_key_address"),
     )(view)
+
+
+def _known_good_key() -> bool:
+    """The request's key authenticated here a moment ago (the API key cache, which forgets a revoked key
+    at once). Such a request guesses nothing, so the address limit does not apply to it: a producer
+    keeps working while another client behind the same address sprays bad keys, and the request costs
+    no Redis round trip."""
+    cache = cache_for(current_app.config["SETTINGS"].database_url)
+    if cache is None:
+        return False
+    scheme, _, credential = (request.headers.get("Authorization") or "").strip().partition(" ")
+    return scheme.lower() == "bearer" and cache.knows(hash_key(credential.strip()))
 
 
 def bad_key_refused_for_prefix(prefix: str) -> Response | None:

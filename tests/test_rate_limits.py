@@ -16,11 +16,13 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session
 
+from lineage_core.accounts.api_keys import hash_key, revoke_api_key
 from lineage_core.infra.config import Settings
-from lineage_core.infra.models import Organization, Role, User
+from lineage_core.infra.models import ApiKey, Organization, Role, User
 from portal import create_app
 from portal.limits import DEVICE_COOKIE, KEY_PREFIX
 from tests.factories import make_key, make_user, run_event
+from tests.key_cache import listening_key_cache
 from tests.web import PASSWORD, csrf_token_from, login
 
 LOW = {
@@ -146,6 +148,25 @@ def test_bad_api_keys_from_one_address_get_429_with_retry_after(
     # Before any lookup: even a valid key from that address waits.
     assert _ingest(client, make_key(db, org)).status_code == 429
     assert _ingest(client, make_key(db, org), address="192.0.2.10").status_code == 201
+
+
+def test_a_key_the_worker_knows_to_be_valid_still_works_from_an_address_over_the_limit(
+    settings: Settings, db: Session, org: Organization
+) -> None:
+    listening_key_cache(settings.database_url)
+    client = _app(settings).test_client()
+    producer = make_key(db, org)
+    assert _ingest(client, producer).status_code == 201  # now known to this worker
+    # Another client behind the same address (a NAT, a shared proxy) sprays bad keys.
+    answers = [_ingest(client, f"olk_{i:08x}_" + "x" * 43).status_code for i in range(5)]
+    assert answers == [401] * 4 + [429]
+    assert _ingest(client, producer).status_code == 201  # guesses nothing: not limited
+    assert _ingest(client, make_key(db, org)).status_code == 429  # unknown here: limited
+    # Revoked, it is unknown again: limited before any lookup.
+    key = db.query(ApiKey).filter(ApiKey.key_hash == hash_key(producer)).one()
+    assert revoke_api_key(db, org.id, key.id) is not None
+    db.commit()
+    assert _ingest(client, producer).status_code == 429
 
 
 def test_bad_keys_with_a_real_prefix_are_limited_but_the_real_key_still_works(

@@ -94,6 +94,12 @@ class KeyCache:
             self.lookups_saved += 1
             return known
 
+    def knows(self, key_hash: str) -> bool:
+        """Whether :meth:`get` would answer the key (without counting a lookup saved)."""
+        with self._lock:
+            found = self._entries.get(key_hash) if self._listening else None
+            return found is not None and self._clock() - found[0] <= MAX_AGE_SECONDS
+
     def generation(self) -> int:
         """Take it before looking a key up; :meth:`put` keeps the key only if no clear came since."""
         with self._lock:
