@@ -31,9 +31,10 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import orjson
-from sqlalchemy import Row, TextClause
+from sqlalchemy import TextClause
 from sqlalchemy.orm import Session
 
+from lineage_core.infra import driver_sql
 from lineage_core.infra.models import utcnow
 from lineage_core.lineage import batch_sql, versions
 from lineage_core.lineage import statements as sql
@@ -178,7 +179,7 @@ def apply_batch(session: Session, organization_id: int, batch: Sequence[Prepared
     if candidates:
         # Versions only grow: a facet the unlocked read showed as stale stays stale; the others are
         # compared again with what the lock lets us see.
-        for row in session.execute(batch_sql.LOCK_DATASETS, {"ids": candidates}):
+        for row in driver_sql.run(session, batch_sql.LOCK_DATASETS, {"ids": candidates}):
             datasets[(row.namespace, row.name)] = row
 
     results = _answers(batch, jobs, datasets)
@@ -208,7 +209,7 @@ def _rows_json(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _insert_json(session: Session, table: Any, rows: list[dict[str, Any]]) -> None:
     statement = batch_sql.insert_json_rows(table.name, tuple(rows[0]))
-    session.execute(statement, {"rows": orjson.dumps(rows).decode()})
+    driver_sql.run(session, statement, {"rows": orjson.dumps(rows).decode()})
 
 
 class _Created(NamedTuple):
@@ -228,7 +229,8 @@ class _Created(NamedTuple):
     schema_version: str | None = None
 
 
-State = Row[Any] | _Created
+# A row as a lookup reads it (a named tuple: lineage_core.infra.driver_sql), or one this transaction created.
+State = Any
 
 
 def _lock_jobs(
@@ -279,7 +281,7 @@ def _find_or_create(
         return {}, set()
     found: dict[tuple[str, str], State] = {
         (row.namespace, row.name): row
-        for row in session.execute(lookup, {"org": organization_id, **_keys_json(keys)})
+        for row in driver_sql.run(session, lookup, {"org": organization_id, **_keys_json(keys)})
     }
     created: set[tuple[str, str]] = set()
     missing = [key for key in keys if key not in found]
@@ -287,14 +289,14 @@ def _find_or_create(
         return found, created
     rows = [{"ns": key[0], "name": key[1], "ord": ord_} | content(key) for ord_, key in enumerate(missing)]
     params = {"org": organization_id, "now": now, "keys": orjson.dumps(rows).decode()}
-    for row in session.execute(insert, params):
+    for row in driver_sql.run(session, insert, params):
         key = (row.namespace, row.name)
         found[key] = _Created(row.id, *key)
         created.add(key)
     raced = [key for key in missing if key not in found]
     if raced:  # created by a concurrent transaction since our first read: wait for it, then read it
         params = {"org": organization_id, **_keys_json(raced)}
-        found.update({(row.namespace, row.name): row for row in session.execute(lookup, params)})
+        found.update({(row.namespace, row.name): row for row in driver_sql.run(session, lookup, params)})
     return found, created
 
 
@@ -413,8 +415,8 @@ def _write_jobs(
     ]
     replaced_ids = [jobs[key].id for key in replaced if jobs[key].lineage_version is not None]
     if replaced_ids:  # a job that never had lineage has no rows to delete
-        session.execute(batch_sql.DELETE_JOB_DATASETS, {"ids": replaced_ids})
-        session.execute(batch_sql.DELETE_COLUMN_LINEAGE, {"ids": replaced_ids})
+        driver_sql.run(session, batch_sql.DELETE_JOB_DATASETS, {"ids": replaced_ids})
+        driver_sql.run(session, batch_sql.DELETE_COLUMN_LINEAGE, {"ids": replaced_ids})
     links: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
     for key, event in replaced.items():
@@ -425,7 +427,7 @@ def _write_jobs(
     if edges:
         _insert_json(session, sql.COLUMN_LINEAGE, edges)
     if updates:
-        session.execute(batch_sql.UPDATE_JOBS, _rows_json(updates) | {"now": now})
+        driver_sql.run(session, batch_sql.UPDATE_JOBS, _rows_json(updates) | {"now": now})
 
 
 # The content columns each job facet writes (see merge.job_facet_columns), NULL unless it changes.
@@ -492,8 +494,8 @@ def _write_datasets(
         if row is not None and key not in created:  # a created row holds the winners already
             updates.append(row)
     if replaced_schemas:
-        session.execute(batch_sql.DELETE_FIELDS, {"ids": replaced_schemas})
+        driver_sql.run(session, batch_sql.DELETE_FIELDS, {"ids": replaced_schemas})
     if new_fields:
         _insert_json(session, sql.FIELDS, new_fields)
     if updates:
-        session.execute(batch_sql.UPDATE_DATASETS, _rows_json(updates) | {"now": now})
+        driver_sql.run(session, batch_sql.UPDATE_DATASETS, _rows_json(updates) | {"now": now})

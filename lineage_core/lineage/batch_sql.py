@@ -37,9 +37,10 @@ from lineage_core.lineage import statements
 #   through the ``(organization_id, updated_at)`` index and hash-join with the keys (measured: all
 #   3,000 jobs of an organization read to find 4 of them, 2.4 ms).
 MERGE_PLANNER: TextClause = text(
-    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), "
-    "set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), "
-    "set_config('enable_bitmapscan', 'off', true)"
+    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true) AS plan_cache_mode, "
+    "set_config('enable_hashjoin', 'off', true) AS enable_hashjoin, "
+    "set_config('enable_mergejoin', 'off', true) AS enable_mergejoin, "
+    "set_config('enable_bitmapscan', 'off', true) AS enable_bitmapscan"
 )
 
 # The state the merge compares versions with; the same columns in every job and dataset statement.

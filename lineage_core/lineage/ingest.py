@@ -23,6 +23,7 @@ import psycopg.errors
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
+from lineage_core.infra import driver_sql
 from lineage_core.lineage import batch_sql
 from lineage_core.lineage.batch_merge import PreparedEvent, apply_batch, prepare
 from lineage_core.lineage.event import Event
@@ -136,7 +137,7 @@ def _store_pg(
     while True:
         attempt += 1
         try:
-            session.execute(batch_sql.MERGE_PLANNER)
+            driver_sql.run(session, batch_sql.MERGE_PLANNER, {})
             results: list[StoreResult]
             if isolating:
                 results = _apply_isolating(session, organization_id, prepared)

@@ -1,0 +1,61 @@
+"""Statements of the ingest's merge, run straight on the session's psycopg connection (PostgreSQL only).
+
+Through SQLAlchemy, each statement cost about 0.05 ms of Python on top of psycopg's own (the cache key
+of the compiled statement, the execution context, the result's metadata), and a single event's merge
+makes six to eight of them: a quarter of its CPU in the web worker (measured, an event of a new job
+stored alone: 1.52 ms through the session, 1.13 ms here). Here each statement's text is compiled once
+(the statements are module constants), psycopg runs it in the session's transaction (so savepoints,
+commit and rollback stay the session's), and rows come back as named tuples, read as SQLAlchemy's
+rows are (``row.id``).
+
+What SQLAlchemy does around a statement is kept where the product relies on it:
+
+* a failing statement raises the SQLAlchemy exception of its kind (``IntegrityError``,
+  ``OperationalError``... with psycopg's error as ``orig``), so callers catch ``DBAPIError`` as before;
+* a connection the error shows to be lost is invalidated, so the pool does not hand it out again;
+* the engine's ``before_cursor_execute`` listeners see each statement (tests count statements).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, cast
+
+import psycopg
+from psycopg.rows import namedtuple_row
+from sqlalchemy import Dialect, exc
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import TextClause
+
+
+@lru_cache(maxsize=256)
+def _sql(statement: TextClause, dialect: Dialect) -> str:
+    """The statement's text with psycopg's placeholders (``%(name)s``), as the engine writes it."""
+    return str(statement.compile(dialect=dialect))
+
+
+def run(session: Session, statement: TextClause, params: dict[str, Any]) -> list[Any]:
+    """Execute ``statement`` in the session's transaction; its rows (named tuples), or [] if it returns
+    none.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: the database refused the statement or was lost (the subclass says
+            which); the caller rolls the session back.
+    """
+    connection = session.connection()
+    raw = connection.connection.driver_connection
+    assert raw is not None  # a live connection: session.connection() checked it out
+    sql = _sql(statement, connection.dialect)
+    with raw.cursor(row_factory=namedtuple_row) as cursor:
+        if connection.dispatch.before_cursor_execute:
+            connection.dispatch.before_cursor_execute(connection, cursor, sql, params, None, False)
+        try:
+            cursor.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+        except psycopg.Error as error:
+            lost = connection.dialect.is_disconnect(cast(Any, error), raw, cursor)
+            if lost:
+                connection.invalidate(error)
+            raise exc.DBAPIError.instance(
+                sql, params, error, psycopg.Error, connection_invalidated=lost, dialect=connection.dialect
+            ) from error
