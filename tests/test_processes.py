@@ -14,6 +14,11 @@ def test_a_process_started_by_a_test_is_found_until_it_is_stopped() -> None:
     run_id = os.environ[RUN_VARIABLE]
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
+        # Found once it runs its own program: until its exec, /proc shows the environment this process
+        # started with, which the run id was added to later.
+        deadline = time.monotonic() + 10
+        while child.pid not in {p.pid for p in leftover_processes(run_id)} and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert child.pid in {p.pid for p in leftover_processes(run_id)}
         assert [p.pid for p in leftover_processes("another-run")] == []
     finally:
