@@ -219,3 +219,43 @@ def test_the_last_use_written_is_carried_by_the_cached_key(
 
 def test_there_is_no_cache_on_sqlite(sqlite_settings: Settings) -> None:
     assert cache_for(sqlite_settings.database_url) is None
+
+
+def test_a_key_read_while_its_revocation_commits_is_forgotten_at_commit(
+    db: Session, org: Organization, settings: Settings
+) -> None:
+    cache = listening_key_cache(settings.database_url)
+    key = make_key(db, org)
+    known = KnownKey(authenticate(db, key), "acme")
+    db.rollback()
+    assert revoke_api_key(db, org.id, key_id(db, key)) is not None
+    # Before the revocation commits, a request of this process looks the key up (still valid to it)
+    # and keeps it, after the clear that the revocation made.
+    cache.put(hash_key(key), known, cache.generation())
+    assert cache.get(hash_key(key)) is not None
+    db.commit()
+    assert cache.get(hash_key(key)) is None  # cleared by the commit itself, not only by the NOTIFY
+
+
+def test_the_last_use_is_noted_for_the_requests_own_key_whoever_stores_it(
+    app: Any, db: Session, org: Organization, settings: Settings
+) -> None:
+    """Under group commit, one request stores the others' events and runs their callbacks in its own
+    thread and request context: each callback notes its own key."""
+    from portal.api import views
+
+    cache = listening_key_cache(settings.database_url)
+    follower_key, leader_key = make_key(db, org, "follower"), make_key(db, org, "leader")
+    for key in (follower_key, leader_key):
+        cache.put(hash_key(key), KnownKey(authenticate(db, key), "acme"), cache.generation())
+    db.rollback()
+    with app.test_request_context(headers={"Authorization": f"Bearer {follower_key}"}):
+        known = cache.get(hash_key(follower_key))
+        assert known is not None
+        record = views._recording_use(known.caller)
+    with app.test_request_context(headers={"Authorization": f"Bearer {leader_key}"}):
+        record(db)
+        db.commit()
+    follower, leader = cache.get(hash_key(follower_key)), cache.get(hash_key(leader_key))
+    assert follower is not None and follower.caller.last_used_at is not None
+    assert leader is not None and leader.caller.last_used_at is None

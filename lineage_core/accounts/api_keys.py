@@ -196,7 +196,7 @@ def revoke_api_key(session: Session, organization_id: int, key_id: int) -> ApiKe
     if key is not None and key.revoked_at is None:
         key.revoked_at = utcnow()
         session.flush()
-        key_cache.note_key_change(session)  # no process serves it from memory once this commits
+        key_cache.note_key_change(session)  # every process forgets it once this commits
     return key
 
 

@@ -5,17 +5,23 @@ connection per request (measured: 0.6 ms of the web worker's CPU per request, a 
 event's). Here a key that authenticated is remembered by its hash for :data:`MAX_AGE_SECONDS`, with
 what the request needs of it (its caller and its organization's slug).
 
-Revocation takes effect at once in every process:
+A revocation takes effect in every process as soon as PostgreSQL delivers its notification
+(milliseconds after the revoking transaction commits):
 
 * :func:`note_key_change` (called by :func:`lineage_core.accounts.api_keys.revoke_api_key`) clears this
-  process's caches and sends ``NOTIFY`` on :data:`CHANNEL` in the revoking transaction; PostgreSQL
-  delivers it when that transaction commits.
-* Each process listens on :data:`CHANNEL` from a thread of its own and clears its cache on every
-  notification. While that thread is not listening (not started yet, its connection lost, the database
-  down) the cache answers nothing and keeps nothing: every request looks its key up, as without a
-  cache, so a revocation it could have missed is never served from memory.
+  process's caches, and again once the transaction commits, and sends ``NOTIFY`` on :data:`CHANNEL` in
+  the revoking transaction; PostgreSQL delivers it when that transaction commits.
+* Each process listens on :data:`CHANNEL` from a thread of its own, on a connection of its own (one more
+  per web worker; a direct one: behind a pooler in transaction mode LISTEN hears nothing), and clears
+  its cache on every notification. While that thread is not listening (not started yet, its connection
+  lost, the database down) the cache answers nothing and keeps nothing: every request looks its key
+  up, as without a cache, so a revocation it could have missed is never served from memory. A network
+  that fails silently is noticed by TCP keepalives within about 10 s; until then, and in any case, no
+  key is served from memory longer than :data:`MAX_AGE_SECONDS`.
 * A lookup that began before a clear does not fill the cache after it (a generation count): it may
   have read the key before the revocation committed.
+* A key changed other than through :func:`note_key_change` (by hand in SQL, a restored backup) stays
+  known for up to a minute, unless the change is followed by ``SELECT pg_notify('olx_api_keys', '')``.
 
 Only keys that authenticated are kept: a bad key is looked up every time (and counts towards the
 bad-key limits). PostgreSQL only; on SQLite (the local demo, one process) there is no cache.
@@ -34,7 +40,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import psycopg
-from sqlalchemy import text
+from psycopg.conninfo import make_conninfo
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 if TYPE_CHECKING:  # api_keys imports this module (revocation notifies)
@@ -52,6 +59,15 @@ MAX_AGE_SECONDS = 60.0
 MAX_ENTRIES = 10_000
 # How long the listener waits for a notification before it checks its connection (and its stop).
 _POLL_SECONDS = 2.0
+# A connection whose network failed silently (no reset, no FIN) is noticed in about 10 s rather than
+# the kernel's minutes, during which notifications would be lost while the cache still served keys.
+_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 2,
+    "tcp_user_timeout": 10_000,
+}
 _RECONNECT_PAUSES = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
@@ -68,7 +84,12 @@ class KeyCache:
     """One process's keys for one database, served only while its listener is listening."""
 
     def __init__(self, database_url: str, clock: Callable[[], float] = time.monotonic) -> None:
-        self._url = database_url.replace("postgresql+psycopg://", "postgresql://", 1)
+        self._conninfo = make_conninfo(
+            database_url.replace("postgresql+psycopg://", "postgresql://", 1),
+            connect_timeout=5,
+            application_name=APPLICATION_NAME,
+            **_KEEPALIVES,
+        )
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[float, KnownKey]] = {}
@@ -159,9 +180,7 @@ class KeyCache:
         failures = 0
         while not self._stop.is_set():
             try:
-                with psycopg.connect(
-                    self._url, autocommit=True, connect_timeout=5, application_name=APPLICATION_NAME
-                ) as connection:
+                with psycopg.connect(self._conninfo, autocommit=True) as connection:
                     connection.execute(f"LISTEN {CHANNEL}")
                     self._set_listening(True)
                     if failures:
@@ -171,12 +190,13 @@ class KeyCache:
                         for _notification in connection.notifies(timeout=_POLL_SECONDS, stop_after=1):
                             self.clear()
                         connection.execute("SELECT 1")  # a connection lost quietly is noticed here
-            except psycopg.Error as error:
+            except Exception as error:  # whatever it was: listen again (the cache is off meanwhile)
                 if failures == 0:
                     log.warning(
                         "API key cache stopped listening (%s); every request looks its key up until it "
                         "listens again",
                         type(error).__name__,
+                        exc_info=not isinstance(error, psycopg.Error),  # not the database's: a defect
                     )
                 failures += 1
             finally:
@@ -214,7 +234,9 @@ def clear_all() -> None:
 
 def note_key_change(session: Session) -> None:
     """A key changed in ``session``'s transaction: every process forgets every key it holds, this one
-    now and the others when the transaction commits (PostgreSQL's NOTIFY is sent at commit)."""
+    now and again when the transaction commits (a request may have read the key meanwhile, before the
+    change was visible), the others when PostgreSQL delivers the NOTIFY it sends at commit."""
     clear_all()
+    event.listen(session, "after_commit", lambda _session: clear_all(), once=True)
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})

@@ -10,9 +10,11 @@ rows are (``row.id``).
 
 What SQLAlchemy does around a statement is kept where the product relies on it:
 
-* a failing statement raises the SQLAlchemy exception of its kind (``IntegrityError``,
-  ``OperationalError``... with psycopg's error as ``orig``), so callers catch ``DBAPIError`` as before;
-* a connection the error shows to be lost is invalidated, so the pool does not hand it out again;
+* a failure goes through SQLAlchemy's own handling (``Connection._handle_dbapi_exception``, what its
+  ``execute`` calls): the SQLAlchemy exception of its kind (``IntegrityError``, ``OperationalError``...
+  with psycopg's error as ``orig``), ``handle_error`` listeners, and for a lost connection (or a stop in
+  the middle of a statement) the connection invalidated, and with it every older pooled one, as after a
+  database restart;
 * the engine's ``before_cursor_execute`` listeners see each statement (tests count statements).
 """
 
@@ -23,7 +25,7 @@ from typing import Any, cast
 
 import psycopg
 from psycopg.rows import namedtuple_row
-from sqlalchemy import Dialect, exc
+from sqlalchemy import Dialect
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import TextClause
 
@@ -46,16 +48,16 @@ def run(session: Session, statement: TextClause, params: dict[str, Any]) -> list
     raw = connection.connection.driver_connection
     assert raw is not None  # a live connection: session.connection() checked it out
     sql = _sql(statement, connection.dialect)
-    with raw.cursor(row_factory=namedtuple_row) as cursor:
+    cursor: psycopg.Cursor[Any] | None = None
+    try:
+        cursor = raw.cursor(row_factory=namedtuple_row)
         if connection.dispatch.before_cursor_execute:
             connection.dispatch.before_cursor_execute(connection, cursor, sql, params, None, False)
-        try:
-            cursor.execute(sql, params)
-            return cursor.fetchall() if cursor.description else []
-        except psycopg.Error as error:
-            lost = connection.dialect.is_disconnect(cast(Any, error), raw, cursor)
-            if lost:
-                connection.invalidate(error)
-            raise exc.DBAPIError.instance(
-                sql, params, error, psycopg.Error, connection_invalidated=lost, dialect=connection.dialect
-            ) from error
+        cursor.execute(sql, params)
+        rows = cursor.fetchall() if cursor.description else []
+        cursor.close()
+        return rows
+    except BaseException as error:
+        # Raises the SQLAlchemy exception (see the module's text); a private method, whose behaviour
+        # tests/test_driver_sql.py pins down.
+        connection._handle_dbapi_exception(error, sql, params, cast(Any, cursor), None)

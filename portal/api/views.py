@@ -280,11 +280,14 @@ def _refusal(refused: Refused) -> _EventRejectedError:
 def _recording_use(caller: Caller) -> Callable[[Session], object]:
     """The key's last use, written in the transaction that stores (at most once a minute)."""
     cache = cache_for(settings().database_url)
+    # Taken now, in the request's own context: the callback may run in another request's thread (the
+    # one that stores the group).
+    key_hash = hash_key(_credential())
 
     def record(session: Session) -> None:
         now = utcnow()
         if record_use(session, caller, now) and cache is not None:
-            cache.note_use(hash_key(_credential()), now)
+            cache.note_use(key_hash, now)
 
     return record
 
