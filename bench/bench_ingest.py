@@ -65,6 +65,9 @@ class Result:
     pg_cpu_seconds: float  # CPU of PostgreSQL (postmaster, backends, background processes)
     errors: int
     client_cpu_seconds: float = 0.0  # CPU of the benchmark's posting threads (HTTP paths)
+    # The busiest web worker's share of the app's CPU (HTTP paths): keep-alive connections stay with the
+    # worker that accepted them, so one worker may serve most of them while another idles.
+    busiest_share: float | None = None
 
     @property
     def ceiling(self) -> float:
@@ -295,13 +298,16 @@ def _http_pass(
 ) -> Result:  # fmt: skip
     url, process = server
     workers = _children(process.pid)
-    cpu_before, pg_before = cpu_seconds(workers), pg_cpu_seconds(postmaster)  # leave out start-up
+    each_before = [cpu_seconds([worker]) for worker in workers]  # leave out start-up
+    pg_before = pg_cpu_seconds(postmaster)
     client_before = time.process_time()  # only the posting threads run meanwhile
     concurrency = args.batch_concurrency if batch else args.concurrency
     seconds, errors = post_all(url, path, key, concurrency, batch)
-    cpu, pg_cpu = cpu_seconds(workers) - cpu_before, pg_cpu_seconds(postmaster) - pg_before
+    each = [cpu_seconds([worker]) - before for worker, before in zip(workers, each_before, strict=True)]
+    cpu, pg_cpu = sum(each), pg_cpu_seconds(postmaster) - pg_before
     client = time.process_time() - client_before
-    return Result(label, what, events, seconds, peak_rss_mb(workers), cpu, pg_cpu, errors, client)
+    busiest = max(each) / cpu if cpu else None
+    return Result(label, what, events, seconds, peak_rss_mb(workers), cpu, pg_cpu, errors, client, busiest)
 
 
 def bench_size(
@@ -390,8 +396,8 @@ def bench_size(
 def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None:
     header = (
         f"| {'path':<19} | {'events':>7} | {'time s':>7} | {'events/s':>8} | {'app ms/event':>12} "
-        f"| {'PG ms/event':>11} | {'client ms/event':>15} | {'CPU ceiling/s':>13} | {'peak RSS MB':>11} "
-        f"| {'errors':>6} | how"
+        f"| {'PG ms/event':>11} | {'client ms/event':>15} | {'CPU ceiling/s':>13} | {'busiest worker':>14} "
+        f"| {'peak RSS MB':>11} | {'errors':>6} | how"
     )
     print()
     print(header)
@@ -402,7 +408,7 @@ def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None
             f"{row.cpu_seconds / row.events * 1000:>12.2f} | "
             f"{row.pg_cpu_seconds / row.events * 1000:>11.2f} | "
             f"{row.client_cpu_seconds / row.events * 1000:>15.2f} | {row.ceiling:>13.0f} | "
-            f"{row.peak_rss_mb:>11.0f} | {row.errors:>6} | {row.what}"
+            f"{_share(row.busiest_share):>14} | {row.peak_rss_mb:>11.0f} | {row.errors:>6} | {row.what}"
         )
     print()
     for events, (mean, biggest) in sizes.items():
@@ -415,13 +421,19 @@ def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None
         "CPU: app = gunicorn's workers after start-up (or the import process), PG = the postmaster and all "
         "its processes, client = the benchmark's posting threads (HTTP paths; they run on the same "
         "machine). CPU ceiling = cores / (app + PG + client CPU per event): the most events/s this "
-        "machine's cores allow for that work. Peak RSS: the largest VmHWM of one web worker (or the "
-        "import process)."
+        "machine's cores allow for that work. Busiest worker: the share of the app's CPU spent by its "
+        "busiest gunicorn worker (a keep-alive connection stays with the worker that accepted it: an "
+        "even spread is 100% divided by the workers, near 100% is one worker serving nearly all). Peak "
+        "RSS: the largest VmHWM of one web worker (or the import process)."
     )
     print(
         f"Machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
         f"client RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB."
     )
+
+
+def _share(share: float | None) -> str:
+    return "" if share is None else f"{share * 100:.0f}%"
 
 
 def main() -> None:
