@@ -192,9 +192,9 @@ def api_key_address_limit(view: Callable[..., Any]) -> Callable[..., Any]:
 
 def _known_good_key() -> bool:
     """The request's key authenticated here a moment ago (the API key cache, which forgets a revoked key
-    at once). Such a request guesses nothing, so the address limit does not apply to it: a producer
-    keeps working while another client behind the same address sprays bad keys, and the request costs
-    no Redis round trip."""
+    as soon as the revocation's notification arrives). Such a request guesses nothing, so the address
+    limit does not apply to it: a producer keeps working while another client behind the same address
+    sprays bad keys, and the request costs no Redis round trip."""
     cache = cache_for(current_app.config["SETTINGS"].database_url)
     if cache is None:
         return False

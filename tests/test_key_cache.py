@@ -1,13 +1,12 @@
 """The ingest endpoints' API key cache (lineage_core/accounts/key_cache.py), on a real PostgreSQL: a key
-that authenticated is not looked up again, and a revocation takes effect at once, in this process and
-in any other, even across a lost listener connection."""
+that authenticated is not looked up again, and a revocation takes effect as soon as it commits, in this
+process and in any other, even across a lost listener connection."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
+from lineage_core.accounts import key_cache
 from lineage_core.accounts.api_keys import authenticate, hash_key, revoke_api_key
 from lineage_core.accounts.key_cache import APPLICATION_NAME, MAX_AGE_SECONDS, KeyCache, KnownKey, cache_for
 from lineage_core.infra.config import Settings
@@ -63,11 +63,12 @@ def test_a_key_that_authenticated_is_not_looked_up_again(
     key = make_key(db, org)
     assert post(client, key).status_code == 201
     assert len(key_lookups) == 1
+    saved = cache.lookups_saved
     for _ in range(3):
         assert post(client, key).status_code == 201
         assert post(client, key, **{"X-Organization": "acme"}).status_code == 201
     assert len(key_lookups) == 1  # the organization's slug is known too
-    assert cache.lookups_saved >= 6
+    assert cache.lookups_saved == saved + 6
     # The cached organization is still checked against X-Organization.
     refused = post(client, key, **{"X-Organization": "globex"})
     assert (refused.status_code, refused.get_json()["error"]) == (403, "wrong_organization")
@@ -86,10 +87,11 @@ def test_a_bad_key_is_looked_up_every_time(
 def test_a_key_revoked_in_this_process_is_refused_by_the_next_request(
     client: FlaskClient, db: Session, org: Organization, settings: Settings
 ) -> None:
-    listening_key_cache(settings.database_url)
+    cache = listening_key_cache(settings.database_url)
     key = make_key(db, org)
     assert post(client, key).status_code == 201
-    assert post(client, key).status_code == 201  # from memory
+    assert post(client, key).status_code == 201
+    assert cache.get(hash_key(key)) is not None  # the next request would be answered from memory
 
     assert revoke_api_key(db, org.id, key_id(db, key)) is not None
     db.commit()
@@ -131,8 +133,15 @@ def test_a_key_revoked_by_another_process_is_forgotten_when_its_revocation_commi
 
 
 def test_a_cache_whose_listener_lost_its_connection_serves_nothing_it_held(
-    client: FlaskClient, db: Session, org: Organization, settings: Settings, key_lookups: list[str]
+    client: FlaskClient,
+    db: Session,
+    org: Organization,
+    settings: Settings,
+    key_lookups: list[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Long enough that the listener is still away while the test posts (it pauses before reconnecting).
+    monkeypatch.setattr(key_cache, "_RECONNECT_PAUSES", (5.0,))
     cache = listening_key_cache(settings.database_url)
     key = make_key(db, org)
     assert post(client, key).status_code == 201
@@ -147,7 +156,7 @@ def test_a_cache_whose_listener_lost_its_connection_serves_nothing_it_held(
             "WHERE application_name = %s AND datname = current_database()",
             (APPLICATION_NAME,),
         ).fetchall()
-    assert ended == [(True,)]
+    assert ended and all(terminated for (terminated,) in ended)
     wait_for(lambda: cache.generation() != generation, "the listener noticing its lost connection")
     assert cache.get(hash_key(key)) is None
 
@@ -214,7 +223,6 @@ def test_the_last_use_written_is_carried_by_the_cached_key(
     assert cached is not None and cached.caller.last_used_at is not None
     stored = db.query(ApiKey).filter(ApiKey.key_hash == hash_key(key)).one()
     assert stored.last_used_at is not None
-    assert replace(cached.caller, last_used_at=None).organization_id == org.id
 
 
 def test_there_is_no_cache_on_sqlite(sqlite_settings: Settings) -> None:
@@ -222,12 +230,14 @@ def test_there_is_no_cache_on_sqlite(sqlite_settings: Settings) -> None:
 
 
 def test_a_key_read_while_its_revocation_commits_is_forgotten_at_commit(
-    db: Session, org: Organization, settings: Settings
+    db: Session, org: Organization, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = listening_key_cache(settings.database_url)
     key = make_key(db, org)
     known = KnownKey(authenticate(db, key), "acme")
     db.rollback()
+    # Its NOTIFY on a channel nobody listens to: only the clear at commit can forget the key here.
+    monkeypatch.setattr(key_cache, "CHANNEL", "olx_api_keys_unheard")
     assert revoke_api_key(db, org.id, key_id(db, key)) is not None
     # Before the revocation commits, a request of this process looks the key up (still valid to it)
     # and keeps it, after the clear that the revocation made.
