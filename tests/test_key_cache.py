@@ -50,6 +50,17 @@ def post(client: FlaskClient, key: str, **headers: str) -> Any:
     return client.post(URL, json=orders_event(), headers={"Authorization": f"Bearer {key}", **headers})
 
 
+def known_key(
+    client: FlaskClient, db: Session, org: Organization, settings: Settings
+) -> tuple[KeyCache, str]:
+    """The listening cache and a new key that a request has authenticated, so that the cache holds it."""
+    cache = listening_key_cache(settings.database_url)
+    key = make_key(db, org)
+    assert post(client, key).status_code == 201
+    assert cache.get(hash_key(key)) is not None
+    return cache, key
+
+
 def key_id(db: Session, secret: str) -> int:
     found = db.query(ApiKey).filter(ApiKey.key_hash == hash_key(secret)).one()
     db.rollback()
@@ -87,11 +98,7 @@ def test_a_bad_key_is_looked_up_every_time(
 def test_a_key_revoked_in_this_process_is_refused_by_the_next_request(
     client: FlaskClient, db: Session, org: Organization, settings: Settings
 ) -> None:
-    cache = listening_key_cache(settings.database_url)
-    key = make_key(db, org)
-    assert post(client, key).status_code == 201
-    assert post(client, key).status_code == 201
-    assert cache.get(hash_key(key)) is not None  # the next request would be answered from memory
+    _cache, key = known_key(client, db, org, settings)  # the next request would be answered from memory
 
     assert revoke_api_key(db, org.id, key_id(db, key)) is not None
     db.commit()
@@ -112,10 +119,7 @@ with session_scope(sys.argv[1]) as session:
 def test_a_key_revoked_by_another_process_is_forgotten_when_its_revocation_commits(
     client: FlaskClient, db: Session, org: Organization, settings: Settings
 ) -> None:
-    cache = listening_key_cache(settings.database_url)
-    key = make_key(db, org)
-    assert post(client, key).status_code == 201
-    assert cache.get(hash_key(key)) is not None
+    cache, key = known_key(client, db, org, settings)
     generation = cache.generation()
 
     # Another process (a portal worker where the admin pressed Revoke): only its NOTIFY reaches here.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
+from tests.faults import wait_for
 from tests.processes import RUN_VARIABLE, family_env, kill, kill_family, leftover_processes
 
 
@@ -16,10 +16,7 @@ def test_a_process_started_by_a_test_is_found_until_it_is_stopped() -> None:
     try:
         # Found once it runs its own program: until its exec, /proc shows the environment this process
         # started with, which the run id was added to later.
-        deadline = time.monotonic() + 10
-        while child.pid not in {p.pid for p in leftover_processes(run_id)} and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert child.pid in {p.pid for p in leftover_processes(run_id)}
+        wait_for(lambda: child.pid in {p.pid for p in leftover_processes(run_id)}, "the child found", 10)
         assert [p.pid for p in leftover_processes("another-run")] == []
     finally:
         kill([p for p in leftover_processes(run_id) if p.pid == child.pid])
@@ -52,9 +49,6 @@ def test_a_family_is_ended_with_the_orphan_its_killed_parent_left() -> None:
     try:
         assert orphan in {p.pid for p in leftover_processes(run_id)}  # outlived its parent
         kill_family(family)
-        deadline = time.monotonic() + 10
-        while orphan in {p.pid for p in leftover_processes(run_id)} and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert orphan not in {p.pid for p in leftover_processes(run_id)}
+        wait_for(lambda: orphan not in {p.pid for p in leftover_processes(run_id)}, "the orphan ended", 10)
     finally:
         kill([p for p in leftover_processes(run_id) if p.pid == orphan])

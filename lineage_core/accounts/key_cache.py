@@ -103,23 +103,26 @@ class KeyCache:
 
     def get(self, key_hash: str) -> KnownKey | None:
         with self._lock:
-            if not self._listening:
-                return None
-            found = self._entries.get(key_hash)
-            if found is None:
-                return None
-            stored_at, known = found
-            if self._clock() - stored_at > MAX_AGE_SECONDS:
-                del self._entries[key_hash]
-                return None
-            self.lookups_saved += 1
+            known = self._fresh(key_hash)
+            if known is not None:
+                self.lookups_saved += 1
             return known
 
     def knows(self, key_hash: str) -> bool:
         """Whether :meth:`get` would answer the key (without counting a lookup saved)."""
         with self._lock:
-            found = self._entries.get(key_hash) if self._listening else None
-            return found is not None and self._clock() - found[0] <= MAX_AGE_SECONDS
+            return self._fresh(key_hash) is not None
+
+    def _fresh(self, key_hash: str) -> KnownKey | None:
+        """The key, if served (listening, and kept for less than MAX_AGE_SECONDS); the lock is held."""
+        found = self._entries.get(key_hash) if self._listening else None
+        if found is None:
+            return None
+        stored_at, known = found
+        if self._clock() - stored_at > MAX_AGE_SECONDS:
+            del self._entries[key_hash]
+            return None
+        return known
 
     def generation(self) -> int:
         """Take it before looking a key up; :meth:`put` keeps the key only if no clear came since."""
