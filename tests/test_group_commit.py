@@ -22,7 +22,12 @@ from sqlalchemy.orm import Session
 
 from lineage_core.infra.config import Settings
 from lineage_core.infra.db import get_engine, session_factory
-from lineage_core.lineage.group_commit import GroupCommit, GroupStoreFailedError, GroupStoreStoppedError
+from lineage_core.lineage.group_commit import (
+    CommitHook,
+    GroupCommit,
+    GroupStoreFailedError,
+    GroupStoreStoppedError,
+)
 from lineage_core.lineage.ingest import Refused, StoreResult, store_event
 from lineage_core.lineage.merge import ApplyResult, LineageOutcome
 from lineage_core.lineage.parse import check_event
@@ -69,23 +74,31 @@ def _wait_until(condition: Callable[[], bool]) -> None:
 
 
 def _store_in_threads(
-    settings: Settings, commits: GroupCommit, organization_id: int, events: list[Any]
+    settings: Settings,
+    commits: GroupCommit,
+    organization_id: int,
+    events: list[Any],
+    hooks: list[CommitHook | None] | None = None,
 ) -> list[Future[StoreResult]]:
-    """The first event stored first (its store blocked by the caller's lock), then the others together."""
+    """The first event stored first (its store blocked by the caller's lock), then the others together
+    (each with its hook from ``hooks``, if given), queued in their order."""
     factory = session_factory(settings.database_url)
+    hooks = hooks or [None] * len(events)
 
-    def store(event: Any) -> StoreResult:
+    def store(event: Any, hook: CommitHook | None) -> StoreResult:
         session = factory()
         try:
-            return commits.store(session, organization_id, event)
+            return commits.store(session, organization_id, event, hook)
         finally:
             session.close()
 
     pool = ThreadPoolExecutor(len(events))
-    first = pool.submit(store, events[0])
+    first = pool.submit(store, events[0], hooks[0])
     _wait_until(lambda: organization_id in commits._waiting)  # the first leads (and is blocked)
-    rest = [pool.submit(store, event) for event in events[1:]]
-    _wait_until(lambda: len(commits._waiting.get(organization_id, ())) == len(events) - 1)
+    rest: list[Future[StoreResult]] = []
+    for position, (event, hook) in enumerate(zip(events[1:], hooks[1:], strict=True), start=1):
+        rest.append(pool.submit(store, event, hook))
+        _wait_until(lambda position=position: len(commits._waiting.get(organization_id, ())) == position)
     pool.shutdown(wait=False)
     return [first, *rest]
 
@@ -296,3 +309,68 @@ def test_a_request_whose_commit_fails_before_it_waits_leaves_nothing_for_the_oth
     broken.close()
     assert commits._waiting == {}
     assert sorted(job["name"] for job in graph_of(db, org.id)) == ["first", "later"]
+
+
+class _HookCalls:
+    """Hooks that write down when they ran: ("before", id) in the transaction, ("after", id) after it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self._lock = threading.Lock()
+
+    def hook(self, id_: int, *, fails: bool = False) -> CommitHook:
+        def before(session: Session) -> None:
+            session.execute(text("SELECT 1"))  # in the group's transaction
+            with self._lock:
+                self.calls.append(("before", id_))
+            if fails:
+                raise RuntimeError("this hook fails its transaction")
+
+        def after() -> None:
+            with self._lock:
+                self.calls.append(("after", id_))
+
+        return CommitHook(("key", id_), before, after)
+
+
+def test_a_groups_hooks_run_once_per_key_in_key_order_and_after_its_commit(
+    settings: Settings, db: Session
+) -> None:
+    """Hooks write rows (the API keys' last use): in key order, two groups cannot lock them in a cycle,
+    and a key that ten requests of a group used is written once."""
+    org = make_org(db, "acme")
+    commits = GroupCommit()
+    recorded = _HookCalls()
+    ids = [9, 3, 1, 3, 2]  # the first stores alone; the others arrive in this order and form a group
+    events = [_event(f"job{i}") for i in range(len(ids))]
+    with _organization_locked(settings.database_url, org.id) as release:
+        futures = _store_in_threads(settings, commits, org.id, events, [recorded.hook(i) for i in ids])
+        release()
+        for future in futures:
+            future.result(timeout=30)
+
+    assert commits.groups_stored == 2
+    assert recorded.calls == [
+        ("before", 9), ("after", 9),
+        ("before", 1), ("before", 2), ("before", 3), ("after", 1), ("after", 2), ("after", 3),
+    ]  # fmt: skip
+
+
+def test_no_hook_runs_its_after_part_when_the_groups_transaction_fails(
+    settings: Settings, db: Session
+) -> None:
+    org = make_org(db, "acme")
+    commits = GroupCommit()
+    recorded = _HookCalls()
+    hooks = [recorded.hook(0), recorded.hook(1), recorded.hook(2, fails=True)]
+    events = [_event(f"job{i}") for i in range(3)]
+    with _organization_locked(settings.database_url, org.id) as release:
+        futures = _store_in_threads(settings, commits, org.id, events, hooks)
+        release()
+        futures[0].result(timeout=30)
+        for future in futures[1:]:
+            with pytest.raises((RuntimeError, GroupStoreFailedError)):
+                future.result(timeout=30)
+
+    assert recorded.calls == [("before", 0), ("after", 0), ("before", 1), ("before", 2)]
+    assert [job["name"] for job in graph_of(db, org.id)] == ["job0"]  # nothing of the group

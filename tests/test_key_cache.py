@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 from flask.testing import FlaskClient
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from lineage_core.accounts import key_cache
@@ -229,6 +229,45 @@ def test_the_last_use_written_is_carried_by_the_cached_key(
     assert stored.last_used_at is not None
 
 
+@pytest.fixture
+def last_use_fails_at_commit(db: Session) -> Iterator[None]:
+    """Every transaction that writes an API key's last use fails at its COMMIT (a deferred trigger)."""
+    db.execute(
+        text(
+            "CREATE FUNCTION test_refuse_last_use() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'test: last use refused at commit'; END $$"
+        )
+    )
+    db.execute(
+        text(
+            "CREATE CONSTRAINT TRIGGER test_refuse_last_use AFTER UPDATE OF last_used_at ON api_keys "
+            "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_refuse_last_use()"
+        )
+    )
+    db.commit()
+    yield
+    db.execute(text("DROP TRIGGER IF EXISTS test_refuse_last_use ON api_keys"))
+    db.execute(text("DROP FUNCTION IF EXISTS test_refuse_last_use()"))
+    db.commit()
+
+
+def test_a_last_use_is_noted_in_the_cache_only_once_its_transaction_committed(
+    client: FlaskClient, db: Session, org: Organization, settings: Settings, last_use_fails_at_commit: None
+) -> None:
+    """Noted before a commit that fails, the cache would believe the use written and skip writing it for
+    a minute."""
+    cache = listening_key_cache(settings.database_url)
+    key = make_key(db, org)
+    assert post(client, key).status_code == 503  # its transaction, last use included, failed at commit
+    cached = cache.get(hash_key(key))
+    assert cached is not None and cached.caller.last_used_at is None
+    db.execute(text("DROP TRIGGER test_refuse_last_use ON api_keys"))
+    db.commit()
+    assert post(client, key).status_code == 201  # so the next request writes it
+    stored = db.query(ApiKey).filter(ApiKey.key_hash == hash_key(key)).one()
+    assert stored.last_used_at is not None
+
+
 def test_there_is_no_cache_on_sqlite(sqlite_settings: Settings) -> None:
     assert cache_for(sqlite_settings.database_url) is None
 
@@ -254,8 +293,8 @@ def test_a_key_read_while_its_revocation_commits_is_forgotten_at_commit(
 def test_the_last_use_is_noted_for_the_requests_own_key_whoever_stores_it(
     app: Any, db: Session, org: Organization, settings: Settings
 ) -> None:
-    """Under group commit, one request stores the others' events and runs their callbacks in its own
-    thread and request context: each callback notes its own key."""
+    """Under group commit, one request stores the others' events and runs their hooks in its own thread
+    and request context: each hook notes its own key."""
     from portal.api import views
 
     cache = listening_key_cache(settings.database_url)
@@ -266,10 +305,12 @@ def test_the_last_use_is_noted_for_the_requests_own_key_whoever_stores_it(
     with app.test_request_context(headers={"Authorization": f"Bearer {follower_key}"}):
         known = cache.get(hash_key(follower_key))
         assert known is not None
-        record = views._recording_use(known.caller)
+        hook = views._recording_use(known.caller)
     with app.test_request_context(headers={"Authorization": f"Bearer {leader_key}"}):
-        record(db)
+        hook.before(db)
         db.commit()
+        assert hook.after is not None
+        hook.after()
     follower, leader = cache.get(hash_key(follower_key)), cache.get(hash_key(leader_key))
     assert follower is not None and follower.caller.last_used_at is not None
     assert leader is not None and leader.caller.last_used_at is None

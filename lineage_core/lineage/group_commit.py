@@ -14,6 +14,9 @@ of them is storing wait for it to finish, and the next one stores all of them as
   of the group is stored, on SQLite the events before the failure are).
 * A request that stores leads one group only, of at most :data:`MAX_GROUP_EVENTS`; the waiting requests
   then lead in turn, so no request serves the others for long.
+* What a request adds to the transaction (its API key's last use: a :class:`CommitHook`) runs once per
+  hook key for the whole group, in key order: two groups that write the same keys' rows take their locks
+  in the same order, and a key used by ten requests of a group is written once.
 
 Organizations never share a group: one organization's burst does not wait for another's.
 """
@@ -21,7 +24,7 @@ Organizations never share a group: one organization's burst does not wait for an
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -32,7 +35,19 @@ from lineage_core.lineage.ingest import StoreResult, store_batch
 # The most events one transaction stores for waiting requests: a group's transaction stays short.
 MAX_GROUP_EVENTS = 100
 
-BeforeCommit = Callable[[Session], object]
+
+@dataclass(frozen=True, slots=True)
+class CommitHook:
+    """Work a request adds to the transaction that stores its event.
+
+    ``before`` runs in that transaction just before its commit (again if the transaction is retried);
+    ``after`` runs once it committed, never if it failed. A group runs one hook per ``key`` (the first
+    request's), sorted by ``key`` (a kind and an id): hooks with the same key must do the same work.
+    """
+
+    key: tuple[str, int]
+    before: Callable[[Session], object]
+    after: Callable[[], object] | None = None
 
 
 class GroupStoreError(RuntimeError):
@@ -64,7 +79,7 @@ class GroupStoreFailedError(GroupStoreError):
 @dataclass(eq=False, slots=True)
 class _Request:
     event: Event
-    before_commit: BeforeCommit | None
+    hook: CommitHook | None
     done: threading.Event = field(default_factory=threading.Event)
     leads: bool = False  # set, with ``done``, when this request is to store the next group
     group: list[_Request] = field(default_factory=list)  # the group it stores, when it leads
@@ -87,13 +102,13 @@ class GroupCommit:
         session: Session,
         organization_id: int,
         event: Event,
-        before_commit: BeforeCommit | None = None,
+        hook: CommitHook | None = None,
     ) -> StoreResult:
         """Store ``event`` (possibly with other requests' events) and return its answer.
 
         ``session`` is the request's own; it is committed (ending its reads) before the request waits,
-        and stores the group if this request leads one. ``before_commit`` runs in the transaction that
-        stores the event.
+        and stores the group if this request leads one. ``hook`` runs with the transaction that stores
+        the event (see :class:`CommitHook`).
 
         Raises:
             sqlalchemy.exc.DBAPIError: the database failed; on PostgreSQL nothing of the event is stored.
@@ -101,7 +116,7 @@ class GroupCommit:
                 error it met is the ``__cause__``).
             GroupStoreStoppedError: the request storing this event's group was stopped.
         """
-        me = _Request(event, before_commit)
+        me = _Request(event, hook)
         if not self._lead_if_idle(organization_id, me):
             # Hold no transaction (nor its snapshot) open while waiting. Committed before the request
             # joins the queue: a commit that fails leaves nothing behind for the others to wait on.
@@ -130,12 +145,14 @@ class GroupCommit:
 
     def _lead(self, session: Session, organization_id: int, me: _Request) -> None:
         group = me.group
+        hooks = _once_each([request.hook for request in group])
         try:
             results = store_batch(
                 session,
                 organization_id,
                 [request.event for request in group],
-                before_commit=_all_of([request.before_commit for request in group]),
+                before_commit=_before_all(hooks),
+                after_commit=_after_all(hooks),
             )
         except BaseException as error:
             # The others' answer (each raises an error of its own, see _answer): the database's error,
@@ -176,14 +193,34 @@ class GroupCommit:
         return request.result
 
 
-def _all_of(callbacks: list[BeforeCommit | None]) -> BeforeCommit | None:
-    present = [callback for callback in callbacks if callback is not None]
-    if not present:
+def _once_each(hooks: Sequence[CommitHook | None]) -> list[CommitHook]:
+    """The group's hooks, the first of each key, in key order."""
+    by_key: dict[tuple[str, int], CommitHook] = {}
+    for hook in hooks:
+        if hook is not None:
+            by_key.setdefault(hook.key, hook)
+    return [by_key[key] for key in sorted(by_key)]
+
+
+def _before_all(hooks: list[CommitHook]) -> Callable[[Session], None] | None:
+    if not hooks:
         return None
 
     def run(session: Session) -> None:
-        for callback in present:
-            callback(session)
+        for hook in hooks:
+            hook.before(session)
+
+    return run
+
+
+def _after_all(hooks: list[CommitHook]) -> Callable[[], None] | None:
+    afters = [hook.after for hook in hooks if hook.after is not None]
+    if not afters:
+        return None
+
+    def run() -> None:
+        for after in afters:
+            after()
 
     return run
 

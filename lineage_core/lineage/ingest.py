@@ -75,21 +75,27 @@ def store_batch(
     events: Sequence[Event],
     *,
     before_commit: Callable[[Session], object] | None = None,
+    after_commit: Callable[[], object] | None = None,
 ) -> list[StoreResult]:
     """Merge ``events`` into the organization's graph and commit; one result per event, in order.
 
     The session may already be in a transaction that holds only reads (the API key's lookup): it is
     continued, so a request costs one transaction. ``before_commit`` runs in the transaction just before
-    the commit (the key's last-use time), and again if the transaction is retried.
+    the commit (the key's last-use time), and again if the transaction is retried; ``after_commit`` once
+    the commit succeeded (never after a failure).
 
     Raises:
         sqlalchemy.exc.DBAPIError: the database failed (after the retries, for retryable errors);
             on PostgreSQL nothing of the batch is stored then.
     """
     if session.get_bind().dialect.name != "postgresql":
-        return _store_one_by_one(session, organization_id, events, before_commit)
-    prepared = [prepare(event) for event in events]  # CPU only: before any lock is taken
-    return _store_pg(session, organization_id, prepared, before_commit, isolate_refused=True)
+        results = _store_one_by_one(session, organization_id, events, before_commit)
+    else:
+        prepared = [prepare(event) for event in events]  # CPU only: before any lock is taken
+        results = _store_pg(session, organization_id, prepared, before_commit, isolate_refused=True)
+    if after_commit is not None:
+        after_commit()
+    return results
 
 
 def store_event(session: Session, organization_id: int, event: Event) -> ApplyResult:

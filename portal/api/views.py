@@ -49,6 +49,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -73,7 +74,7 @@ from lineage_core.infra.config import DEFAULT_LINEAGE_BATCH_CONCURRENCY
 from lineage_core.infra.db import get_engine
 from lineage_core.infra.models import Organization, utcnow
 from lineage_core.lineage.event import Event
-from lineage_core.lineage.group_commit import GROUP_COMMIT, GroupStoreError
+from lineage_core.lineage.group_commit import GROUP_COMMIT, CommitHook, GroupStoreError
 from lineage_core.lineage.ingest import Refused, StoreResult, store_batch
 from lineage_core.lineage.merge import ApplyResult
 from lineage_core.lineage.parse import EventError, EventTooLargeError, Problem, parse_event
@@ -277,19 +278,26 @@ def _refusal(refused: Refused) -> _EventRejectedError:
     )
 
 
-def _recording_use(caller: Caller) -> Callable[[Session], object]:
-    """The key's last use, written in the transaction that stores (at most once a minute)."""
+def _recording_use(caller: Caller) -> CommitHook:
+    """The key's last use, written in the transaction that stores (at most once a minute), and noted in
+    this process's key cache once that transaction committed."""
     cache = cache_for(settings().database_url)
-    # Taken now, in the request's own context: the callback may run in another request's thread (the
-    # one that stores the group).
+    # Taken now, in the request's own context: the hook may run in another request's thread (the one
+    # that stores the group).
     key_hash = hash_key(_credential())
+    written: list[datetime] = []  # when the last attempt of the transaction wrote it
 
     def record(session: Session) -> None:
+        written.clear()  # a retried transaction runs this again
         now = utcnow()
-        if record_use(session, caller, now) and cache is not None:
-            cache.note_use(key_hash, now)
+        if record_use(session, caller, now):
+            written.append(now)
 
-    return record
+    def note() -> None:
+        if written and cache is not None:
+            cache.note_use(key_hash, written[0])
+
+    return CommitHook(("api_key", caller.api_key_id), record, note)
 
 
 @bp.post("/lineage")
@@ -408,8 +416,9 @@ def _store_read_batch(
             answers[index] = _rejected_answer(index, error)
     del items
 
+    key_use = _recording_use(caller)
     stored: list[StoreResult] = store_batch(
-        db, caller.organization_id, events, before_commit=_recording_use(caller)
+        db, caller.organization_id, events, before_commit=key_use.before, after_commit=key_use.after
     )
     for index, result in zip(positions, stored, strict=True):
         if isinstance(result, Refused):
