@@ -24,6 +24,7 @@ drops a database of its own.
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import resource
 import statistics
@@ -38,6 +39,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import orjson
 import psycopg
@@ -201,33 +203,56 @@ def _requests(path: Path, batch: int) -> Iterator[bytes]:
             yield b"".join(pending)
 
 
+def _post(
+    connection: http.client.HTTPConnection, target: str, body: bytes, headers: dict[str, str]
+) -> tuple[int, bytes]:
+    """One POST on a kept-alive connection; sent again once on a new connection if the server had
+    closed the old one (posting an event twice is harmless: the second changes nothing)."""
+    for attempt in (1, 2):
+        try:
+            connection.request("POST", target, body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            connection.close()
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def post_all(url: str, path: Path, key: str | None, concurrency: int, batch: int = 0) -> tuple[float, int]:
     """Posts every line of ``path`` (one per request, or in batches) with ``concurrency`` threads.
 
-    Returns (seconds, events not accepted).
+    Returns (seconds, events not accepted). Each thread keeps one kept-alive connection (``http.client``:
+    measured at under a third of ``requests``' CPU per request: the client runs on the cores the
+    server is measured on).
     """
     lock = threading.Lock()
     errors = 0
-    endpoint = f"{url}/api/v1/lineage" + ("/batch" if batch else "")
+    endpoint = urlsplit(url)
+    target = "/api/v1/lineage" + ("/batch" if batch else "")
     content_type = "application/x-ndjson" if batch else "application/json"
     headers = {"Content-Type": content_type, **({"Authorization": f"Bearer {key}"} if key else {})}
     bodies = _requests(path, batch)
 
     def worker() -> None:
         nonlocal errors
-        session = requests.Session()
-        while True:
-            with lock:  # one shared reader: bounded memory whatever the file's size
-                body = next(bodies, None)
-            if body is None:
-                return
-            response = session.post(endpoint, data=body, headers=headers, timeout=300)
-            failed = response.status_code != 201
-            if batch:
-                failed = response.status_code != 200
-                lost = body.count(b"\n") if failed else response.json()["rejected"]
-            with lock:
-                errors += lost if batch else failed
+        connection = http.client.HTTPConnection(endpoint.hostname or "127.0.0.1", endpoint.port, timeout=300)
+        try:
+            while True:
+                with lock:  # one shared reader: bounded memory whatever the file's size
+                    body = next(bodies, None)
+                if body is None:
+                    return
+                status, answer = _post(connection, target, body, headers)
+                if batch:
+                    lost = body.count(b"\n") if status != 200 else orjson.loads(answer)["rejected"]
+                else:
+                    lost = status != 201
+                with lock:
+                    errors += lost
+        finally:
+            connection.close()
 
     start = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
