@@ -24,10 +24,13 @@ from functools import lru_cache
 from typing import Any, cast
 
 import psycopg
+from psycopg.pq import ExecStatus
 from psycopg.rows import namedtuple_row
 from sqlalchemy import Dialect
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import TextClause
+
+TUPLES_OK = ExecStatus.TUPLES_OK
 
 
 @lru_cache(maxsize=256)
@@ -56,7 +59,10 @@ def run(session: Session, statement: TextClause, params: dict[str, Any]) -> list
         if connection.dispatch.before_cursor_execute:
             connection.dispatch.before_cursor_execute(connection, cursor, sql, params, None, False)
         cursor.execute(sql, params)
-        rows = cursor.fetchall() if cursor.description else []
+        # Rows only from a statement that returns some. Its status, not ``description``, which builds a
+        # column object per column at each reading.
+        result = cursor.pgresult
+        rows = cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
         cursor.close()
         return rows
     except BaseException as error:
