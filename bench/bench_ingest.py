@@ -230,7 +230,9 @@ def post_all(url: str, path: Path, key: str | None, concurrency: int, batch: int
     lock = threading.Lock()
     errors = 0
     endpoint = urlsplit(url)
-    target = "/api/v1/lineage" + ("/batch" if batch else "")
+    if endpoint.scheme != "http":
+        raise ValueError(f"the bench posts over plain HTTP only, not to {url}")
+    target = endpoint.path.rstrip("/") + "/api/v1/lineage" + ("/batch" if batch else "")
     content_type = "application/x-ndjson" if batch else "application/json"
     headers = {"Content-Type": content_type, **({"Authorization": f"Bearer {key}"} if key else {})}
     bodies = _requests(path, batch)

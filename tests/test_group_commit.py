@@ -312,25 +312,53 @@ def test_a_request_whose_commit_fails_before_it_waits_leaves_nothing_for_the_oth
 
 
 class _HookCalls:
-    """Hooks that write down when they ran: ("before", id) in the transaction, ("after", id) after it."""
+    """Hooks that write down when they ran: ("before", label) in the transaction, ("after", label) after
+    it. A hook made with ``fails_commit`` writes a row that makes its transaction's COMMIT fail."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, int]] = []
+        self.calls: list[tuple[str, str]] = []
         self._lock = threading.Lock()
 
-    def hook(self, id_: int, *, fails: bool = False) -> CommitHook:
+    def hook(
+        self, id_: int, label: str | None = None, *, fails_commit: bool = False, after_fails: bool = False
+    ) -> CommitHook:
+        label = label or str(id_)
+
         def before(session: Session) -> None:
-            session.execute(text("SELECT 1"))  # in the group's transaction
+            if fails_commit:
+                session.execute(text("INSERT INTO test_fails_at_commit VALUES (1)"))
+            else:
+                session.execute(text("SELECT 1"))  # in the group's transaction
             with self._lock:
-                self.calls.append(("before", id_))
-            if fails:
-                raise RuntimeError("this hook fails its transaction")
+                self.calls.append(("before", label))
 
         def after() -> None:
             with self._lock:
-                self.calls.append(("after", id_))
+                self.calls.append(("after", label))
+            if after_fails:
+                raise RuntimeError("this hook's after-commit work fails")
 
         return CommitHook(("key", id_), before, after)
+
+
+@pytest.fixture
+def table_that_fails_commits(settings: Settings) -> Iterator[None]:
+    """``test_fails_at_commit``: a transaction that wrote a row in it fails at its COMMIT (a deferred
+    constraint trigger), after everything before the commit succeeded."""
+    statements = [
+        "CREATE TABLE test_fails_at_commit (x integer)",
+        "CREATE FUNCTION test_fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'test: refused at commit'; END $$",
+        "CREATE CONSTRAINT TRIGGER test_fail_at_commit AFTER INSERT ON test_fails_at_commit "
+        "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_fail_at_commit()",
+    ]
+    with get_engine(settings.database_url).begin() as connection:
+        for statement in statements:
+            connection.execute(text(statement))
+    yield
+    with get_engine(settings.database_url).begin() as connection:  # a connection of its own
+        connection.execute(text("DROP TABLE IF EXISTS test_fails_at_commit"))
+        connection.execute(text("DROP FUNCTION IF EXISTS test_fail_at_commit()"))
 
 
 def test_a_groups_hooks_run_once_per_key_in_key_order_and_after_its_commit(
@@ -341,36 +369,64 @@ def test_a_groups_hooks_run_once_per_key_in_key_order_and_after_its_commit(
     org = make_org(db, "acme")
     commits = GroupCommit()
     recorded = _HookCalls()
-    ids = [9, 3, 1, 3, 2]  # the first stores alone; the others arrive in this order and form a group
-    events = [_event(f"job{i}") for i in range(len(ids))]
+    # The first stores alone; the others arrive in this order and form a group (key 3 twice).
+    hooks = [
+        recorded.hook(9),
+        recorded.hook(3, "3a"),
+        recorded.hook(1),
+        recorded.hook(3, "3b"),
+        recorded.hook(2),
+    ]
+    events = [_event(f"job{i}") for i in range(len(hooks))]
     with _organization_locked(settings.database_url, org.id) as release:
-        futures = _store_in_threads(settings, commits, org.id, events, [recorded.hook(i) for i in ids])
+        futures = _store_in_threads(settings, commits, org.id, events, list(hooks))
         release()
         for future in futures:
             future.result(timeout=30)
 
     assert commits.groups_stored == 2
     assert recorded.calls == [
-        ("before", 9), ("after", 9),
-        ("before", 1), ("before", 2), ("before", 3), ("after", 1), ("after", 2), ("after", 3),
+        ("before", "9"), ("after", "9"),
+        ("before", "1"), ("before", "2"), ("before", "3a"), ("after", "1"), ("after", "2"), ("after", "3a"),
     ]  # fmt: skip
 
 
-def test_no_hook_runs_its_after_part_when_the_groups_transaction_fails(
-    settings: Settings, db: Session
+def test_no_hook_runs_its_after_part_when_the_groups_commit_fails(
+    settings: Settings, db: Session, table_that_fails_commits: None
 ) -> None:
     org = make_org(db, "acme")
     commits = GroupCommit()
     recorded = _HookCalls()
-    hooks = [recorded.hook(0), recorded.hook(1), recorded.hook(2, fails=True)]
+    hooks = [recorded.hook(0), recorded.hook(1), recorded.hook(2, fails_commit=True)]
     events = [_event(f"job{i}") for i in range(3)]
     with _organization_locked(settings.database_url, org.id) as release:
         futures = _store_in_threads(settings, commits, org.id, events, hooks)
         release()
         futures[0].result(timeout=30)
         for future in futures[1:]:
-            with pytest.raises((RuntimeError, GroupStoreFailedError)):
+            with pytest.raises((DBAPIError, GroupStoreFailedError)):
                 future.result(timeout=30)
 
-    assert recorded.calls == [("before", 0), ("after", 0), ("before", 1), ("before", 2)]
+    # Every part before the commit ran; the commit failed, so no after part did.
+    assert recorded.calls == [("before", "0"), ("after", "0"), ("before", "1"), ("before", "2")]
     assert [job["name"] for job in graph_of(db, org.id)] == ["job0"]  # nothing of the group
+
+
+def test_a_failing_after_part_takes_nothing_from_the_others_nor_from_the_answers(
+    settings: Settings, db: Session
+) -> None:
+    """After the commit the events are stored: an after part that raises is logged, and every request
+    of the group still gets its answer."""
+    org = make_org(db, "acme")
+    commits = GroupCommit()
+    recorded = _HookCalls()
+    hooks = [recorded.hook(0), recorded.hook(1, after_fails=True), recorded.hook(2)]
+    events = [_event(f"job{i}") for i in range(3)]
+    with _organization_locked(settings.database_url, org.id) as release:
+        futures = _store_in_threads(settings, commits, org.id, events, hooks)
+        release()
+        results = [future.result(timeout=30) for future in futures]
+
+    assert all(isinstance(result, ApplyResult) for result in results)
+    assert ("after", "2") in recorded.calls
+    assert commits.groups_stored == 2

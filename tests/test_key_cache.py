@@ -246,6 +246,7 @@ def last_use_fails_at_commit(db: Session) -> Iterator[None]:
     )
     db.commit()
     yield
+    db.rollback()  # the test may have left its transaction failed
     db.execute(text("DROP TRIGGER IF EXISTS test_refuse_last_use ON api_keys"))
     db.execute(text("DROP FUNCTION IF EXISTS test_refuse_last_use()"))
     db.commit()

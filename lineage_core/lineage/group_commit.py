@@ -23,6 +23,7 @@ Organizations never share a group: one organization's burst does not wait for an
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from sqlalchemy.orm import Session
 from lineage_core.lineage.event import Event
 from lineage_core.lineage.ingest import StoreResult, store_batch
 
+log = logging.getLogger(__name__)
+
 # The most events one transaction stores for waiting requests: a group's transaction stays short.
 MAX_GROUP_EVENTS = 100
 
@@ -40,9 +43,11 @@ MAX_GROUP_EVENTS = 100
 class CommitHook:
     """Work a request adds to the transaction that stores its event.
 
-    ``before`` runs in that transaction just before its commit (again if the transaction is retried);
-    ``after`` runs once it committed, never if it failed. A group runs one hook per ``key`` (the first
-    request's), sorted by ``key`` (a kind and an id): hooks with the same key must do the same work.
+    ``before`` runs in that transaction just before its commit (again if the transaction is retried; on
+    SQLite, which commits event by event, in a last transaction of its own); ``after`` runs once it
+    committed, never if it failed, and an error it raises is logged, not raised: the events are stored.
+    A group runs one hook per ``key`` (the first request's), sorted by ``key`` (a kind and an id): hooks
+    with the same key must do the same work.
     """
 
     key: tuple[str, int]
@@ -220,7 +225,10 @@ def _after_all(hooks: list[CommitHook]) -> Callable[[], None] | None:
 
     def run() -> None:
         for after in afters:
-            after()
+            try:
+                after()
+            except Exception:  # one hook's failure takes nothing from the others, nor from the answers
+                log.exception("a request's after-commit work failed; its event is stored")
 
     return run
 

@@ -82,7 +82,8 @@ def store_batch(
     The session may already be in a transaction that holds only reads (the API key's lookup): it is
     continued, so a request costs one transaction. ``before_commit`` runs in the transaction just before
     the commit (the key's last-use time), and again if the transaction is retried; ``after_commit`` once
-    the commit succeeded (never after a failure).
+    the commit succeeded (never after a failure; an error it raises is logged, not raised). On SQLite,
+    which commits event by event, ``before_commit`` runs in a last transaction of its own.
 
     Raises:
         sqlalchemy.exc.DBAPIError: the database failed (after the retries, for retryable errors);
@@ -94,7 +95,10 @@ def store_batch(
         prepared = [prepare(event) for event in events]  # CPU only: before any lock is taken
         results = _store_pg(session, organization_id, prepared, before_commit, isolate_refused=True)
     if after_commit is not None:
-        after_commit()
+        try:
+            after_commit()
+        except Exception:  # the events are stored: their answers stand whatever happens here
+            log.exception("after storing %d events, their after-commit work failed", len(events))
     return results
 
 
