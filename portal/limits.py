@@ -179,22 +179,34 @@ def api_key_failed(response: Response) -> bool:
 
 def api_key_address_limit(view: Callable[..., Any]) -> Callable[..., Any]:
     """The per-address limit of bad API keys, on the ingest view: tested before the view runs, except
-    for a key this process knows to be valid (see :func:`_known_good_key`)."""
-    return limiter.limit(
+    for a key this process knows to be valid (see :func:`_known_key_request`)."""
+    limited = limiter.limit(
         _config("API_KEY_LIMIT_PER_ADDRESS"),
         key_func=client_address,
         scope="api-key-address",
-        exempt_when=_known_good_key,
         deduct_when=api_key_failed,
         on_breach=_breach("api_key_address"),
     )(view)
+    limited._known_keys_exempt = True  # type: ignore[attr-defined]  # read by _known_key_request
+    return limited
+
+
+@limiter.request_filter
+def _known_key_request() -> bool:
+    """A request to a view under :func:`api_key_address_limit` whose key authenticated here a moment ago
+    (the API key cache, which forgets a revoked key as soon as the revocation's notification arrives).
+
+    Such a request guesses nothing, so the address limit does not apply to it: a producer keeps working
+    while another client behind the same address sprays bad keys. As a request filter, which
+    flask-limiter consults before anything else, it also skips the limiter's whole evaluation (about
+    0.3 ms of a single event's 5 in the web worker, measured). Any other view keeps its limits, whatever
+    key the request carries."""
+    view = current_app.view_functions.get(request.endpoint or "")
+    return bool(getattr(view, "_known_keys_exempt", False)) and _known_good_key()
 
 
 def _known_good_key() -> bool:
-    """The request's key authenticated here a moment ago (the API key cache, which forgets a revoked key
-    as soon as the revocation's notification arrives). Such a request guesses nothing, so the address
-    limit does not apply to it: a producer keeps working while another client behind the same address
-    sprays bad keys, and the request costs no Redis round trip."""
+    """The request's Bearer key is one this process's key cache knows to be valid."""
     cache = cache_for(current_app.config["SETTINGS"].database_url)
     if cache is None:
         return False

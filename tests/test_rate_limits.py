@@ -37,12 +37,13 @@ def _app(settings: Settings, **config: Any) -> Flask:
     return create_app(test_config={"TESTING": True, **LOW, **config}, settings=settings)
 
 
-def _try(client: FlaskClient, email: str, password: str, address: str = "203.0.113.7") -> Any:
-    page = client.get("/login", environ_base={"REMOTE_ADDR": address}).get_data(as_text=True)
+def _try(client: FlaskClient, email: str, password: str, address: str = "203.0.113.7", **headers: str) -> Any:
+    page = client.get("/login", environ_base={"REMOTE_ADDR": address}, headers=headers).get_data(as_text=True)
     return client.post(
         "/login",
         data={"email": email, "password": password, "csrf_token": csrf_token_from(page)},
         environ_base={"REMOTE_ADDR": address},
+        headers=headers,
     )
 
 
@@ -167,6 +168,23 @@ def test_a_key_the_worker_knows_to_be_valid_still_works_from_an_address_over_the
     assert revoke_api_key(db, org.id, key.id) is not None
     db.commit()
     assert _ingest(client, producer).status_code == 429
+
+
+def test_a_known_key_lifts_no_limit_of_any_other_view(
+    settings: Settings, db: Session, org: Organization
+) -> None:
+    """The known-key exemption is the ingest views' only: a valid API key sent along to the sign-in page
+    does not lift its limits."""
+    listening_key_cache(settings.database_url)
+    client = _app(settings).test_client()
+    producer = make_key(db, org)
+    assert _ingest(client, producer, address="203.0.113.7").status_code == 201  # now known to this worker
+    bearer = f"Bearer {producer}"
+    answers = [
+        _try(client, f"user{i}@acme.test", "wrong password!!", Authorization=bearer).status_code
+        for i in range(7)
+    ]
+    assert answers == [200] * 6 + [429]
 
 
 def test_bad_keys_with_a_real_prefix_are_limited_but_the_real_key_still_works(
