@@ -70,6 +70,9 @@ class Result:
     # The busiest web worker's share of the app's CPU (HTTP paths): keep-alive connections stay with the
     # worker that accepted them, so one worker may serve most of them while another idles.
     busiest_share: float | None = None
+    # Write transactions the server committed during the pass (transaction ids taken, cluster-wide):
+    # events per transaction tells how well group commit grouped single events.
+    transactions: int | None = None
 
     @property
     def ceiling(self) -> float:
@@ -148,6 +151,15 @@ def postmaster_pid() -> int | None:
         return int((Path(row[0]) / "postmaster.pid").read_text().split()[0]) if row else None
     except OSError:
         return None
+
+
+def transaction_ids() -> int:
+    """The cluster's next transaction id (taking one): the difference over a pass, less one, counts
+    the write transactions of the pass, whichever database or client made them (run on an idle server)."""
+    with psycopg.connect(PG_ADMIN_URL.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        row = conn.execute("SELECT txid_current()").fetchone()
+        assert row is not None
+        return int(row[0])
 
 
 def pg_cpu_seconds(postmaster: int | None) -> float:
@@ -326,6 +338,7 @@ def _http_pass(
     url, process = server
     workers = _children(process.pid)
     each_before = [cpu_seconds([worker]) for worker in workers]  # leave out start-up
+    xid_before = transaction_ids()
     pg_before = pg_cpu_seconds(postmaster)
     client_before = time.process_time()  # only the posting threads run meanwhile
     concurrency = args.batch_concurrency if batch else args.concurrency
@@ -334,7 +347,10 @@ def _http_pass(
     cpu, pg_cpu = sum(each), pg_cpu_seconds(postmaster) - pg_before
     client = time.process_time() - client_before
     busiest = max(each) / cpu if cpu else None
-    return Result(label, what, events, seconds, peak_rss_mb(workers), cpu, pg_cpu, errors, client, busiest)
+    transactions = transaction_ids() - xid_before - 1
+    return Result(
+        label, what, events, seconds, peak_rss_mb(workers), cpu, pg_cpu, errors, client, busiest, transactions
+    )
 
 
 def bench_size(
@@ -424,7 +440,7 @@ def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None
     header = (
         f"| {'path':<19} | {'events':>7} | {'time s':>7} | {'events/s':>8} | {'app ms/event':>12} "
         f"| {'PG ms/event':>11} | {'client ms/event':>15} | {'CPU ceiling/s':>13} | {'busiest worker':>14} "
-        f"| {'peak RSS MB':>11} | {'errors':>6} | how"
+        f"| {'events/tx':>9} | {'peak RSS MB':>11} | {'errors':>6} | how"
     )
     print()
     print(header)
@@ -435,7 +451,8 @@ def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None
             f"{row.cpu_seconds / row.events * 1000:>12.2f} | "
             f"{row.pg_cpu_seconds / row.events * 1000:>11.2f} | "
             f"{row.client_cpu_seconds / row.events * 1000:>15.2f} | {row.ceiling:>13.0f} | "
-            f"{_share(row.busiest_share):>14} | {row.peak_rss_mb:>11.0f} | {row.errors:>6} | {row.what}"
+            f"{_share(row.busiest_share):>14} | {_per_transaction(row):>9} | {row.peak_rss_mb:>11.0f} | "
+            f"{row.errors:>6} | {row.what}"
         )
     print()
     for events, (mean, biggest) in sizes.items():
@@ -450,13 +467,19 @@ def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None
         "machine). CPU ceiling = cores / (app + PG + client CPU per event): the most events/s this "
         "machine's cores allow for that work. Busiest worker: the share of the app's CPU spent by its "
         "busiest gunicorn worker (a keep-alive connection stays with the worker that accepted it: an "
-        "even spread is 100% divided by the workers, near 100% is one worker serving nearly all). Peak "
+        "even spread is 100% divided by the workers, near 100% is one worker serving nearly all). "
+        "Events/tx: events per write transaction the server committed during the pass (HTTP paths; "
+        "single events share one under group commit, so CPU per event falls as it grows). Peak "
         "RSS: the largest VmHWM of one web worker (or the import process)."
     )
     print(
         f"Machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
         f"client RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB."
     )
+
+
+def _per_transaction(row: Result) -> str:
+    return "" if not row.transactions else f"{row.events / row.transactions:.2f}"
 
 
 def _share(share: float | None) -> str:
