@@ -70,8 +70,8 @@ class Result:
     # The busiest web worker's share of the app's CPU (HTTP paths): keep-alive connections stay with the
     # worker that accepted them, so one worker may serve most of them while another idles.
     busiest_share: float | None = None
-    # Write transactions the server committed during the pass (transaction ids taken, cluster-wide):
-    # events per transaction tells how well group commit grouped single events.
+    # Transaction ids the server assigned during the pass (cluster-wide: write transactions, aborted ones
+    # and savepoints included): events per transaction tells how well group commit grouped single events.
     transactions: int | None = None
 
     @property
@@ -337,8 +337,8 @@ def _http_pass(
 ) -> Result:  # fmt: skip
     url, process = server
     workers = _children(process.pid)
+    xid_before = transaction_ids()  # first: its backend's exit is not the pass's PostgreSQL CPU
     each_before = [cpu_seconds([worker]) for worker in workers]  # leave out start-up
-    xid_before = transaction_ids()
     pg_before = pg_cpu_seconds(postmaster)
     client_before = time.process_time()  # only the posting threads run meanwhile
     concurrency = args.batch_concurrency if batch else args.concurrency
@@ -468,7 +468,7 @@ def print_table(rows: list[Result], sizes: dict[int, tuple[float, int]]) -> None
         "machine's cores allow for that work. Busiest worker: the share of the app's CPU spent by its "
         "busiest gunicorn worker (a keep-alive connection stays with the worker that accepted it: an "
         "even spread is 100% divided by the workers, near 100% is one worker serving nearly all). "
-        "Events/tx: events per write transaction the server committed during the pass (HTTP paths; "
+        "Events/tx: events per transaction id the server assigned during the pass (HTTP paths; "
         "single events share one under group commit, so CPU per event falls as it grows). Peak "
         "RSS: the largest VmHWM of one web worker (or the import process)."
     )

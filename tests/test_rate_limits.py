@@ -173,12 +173,13 @@ def test_a_key_the_worker_knows_to_be_valid_still_works_from_an_address_over_the
 def test_a_known_key_lifts_no_limit_of_any_other_view(
     settings: Settings, db: Session, org: Organization
 ) -> None:
-    """The known-key exemption is the ingest views' only: a valid API key sent along to the sign-in page
+    """The known-key exemption is the API-key views' only: a valid API key sent along to the sign-in page
     does not lift its limits."""
-    listening_key_cache(settings.database_url)
     client = _app(settings).test_client()
     producer = make_key(db, org)
-    assert _ingest(client, producer, address="203.0.113.7").status_code == 201  # now known to this worker
+    cache = listening_key_cache(settings.database_url)
+    assert _ingest(client, producer, address="203.0.113.7").status_code == 201
+    assert cache.knows(hash_key(producer))  # known to this worker: the exemption would apply
     bearer = f"Bearer {producer}"
     answers = [
         _try(client, f"user{i}@acme.test", "wrong password!!", Authorization=bearer).status_code
