@@ -131,6 +131,7 @@ class ClosableDatabase:
         base = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
         self.url = f"{base}/{self.name}"
         self.closed = threading.Event()
+        self._reopening: list[threading.Thread] = []
 
     def create(self) -> None:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
@@ -158,9 +159,14 @@ class ClosableDatabase:
         self.close()
         thread = threading.Thread(target=lambda: (time.sleep(seconds), self.reopen()), daemon=True)
         thread.start()
+        self._reopening.append(thread)
         return thread
 
     def drop(self) -> None:
+        # A reopen still pending (its test ended early) would run against a dropped database, and its
+        # error would surface in whichever test runs then.
+        for thread in self._reopening:
+            thread.join()
         get_engine(self.url).dispose()
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS true')

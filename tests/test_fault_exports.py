@@ -61,9 +61,13 @@ def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_of(db: Session, run_id: int) -> ExportRun:
+    """The run as the database holds it now, detached with its columns loaded: the transaction is over
+    (no snapshot or connection held while a fault closes the database), and reading the run afterwards
+    makes no query, which could meet the database closed."""
     db.expire_all()
     run = db.get(ExportRun, run_id)
     assert run is not None
+    db.expunge(run)  # a rollback expires what the session holds: reading it again would query
     db.rollback()
     return run
 
