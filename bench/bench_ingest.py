@@ -156,7 +156,7 @@ def postmaster_pid() -> int | None:
 def transaction_ids() -> int:
     """The cluster's next transaction id (taking one): the difference over a pass, less one, counts
     the write transactions of the pass, whichever database or client made them (run on an idle server)."""
-    with psycopg.connect(PG_ADMIN_URL.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+    with psycopg.connect(PG_ADMIN_URL) as conn:
         row = conn.execute("SELECT txid_current()").fetchone()
         assert row is not None
         return int(row[0])

@@ -52,7 +52,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 from werkzeug.wrappers.response import Response as BaseResponse
 
-from lineage_core.accounts.api_keys import hash_key
+from lineage_core.accounts.api_keys import bearer_credential, hash_key
 from lineage_core.accounts.key_cache import cache_for
 
 log = logging.getLogger(__name__)
@@ -225,8 +225,8 @@ def _known_good_key() -> bool:
     cache = cache_for(current_app.config["SETTINGS"].database_url)
     if cache is None:
         return False
-    scheme, _, credential = (request.headers.get("Authorization") or "").strip().partition(" ")
-    return scheme.lower() == "bearer" and cache.knows(hash_key(credential.strip()))
+    credential = bearer_credential(request.headers.get("Authorization"))
+    return bool(credential) and cache.knows(hash_key(credential))
 
 
 def bad_key_refused_for_prefix(prefix: str) -> Response | None:

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from lineage_core.infra.config import Settings
 from lineage_core.infra.models import Role
 from portal import create_app
-from portal.headers import CSP_EXEMPT_BLUEPRINTS
+from portal.headers import CONTENT_SECURITY_POLICY, CSP_EXEMPT_BLUEPRINTS
 from tests.factories import make_user
 from tests.web import login
 
@@ -76,3 +76,17 @@ def test_pages_carry_no_inline_script_or_style(admin_client: FlaskClient) -> Non
     for url in ("/login", "/integrations/", "/api-keys/", "/audit/", "/integrations/openlineage"):
         page = admin_client.get(url).get_data(as_text=True)
         assert "<script>" not in page and " style=" not in page and " onclick=" not in page, url
+
+
+def test_a_header_the_response_sets_itself_is_kept_whatever_its_case(app: Flask) -> None:
+    """The defaults fill in what a response lacks; one it sets (in any case) is neither replaced nor
+    doubled."""
+    from flask import Response
+
+    from portal.headers import _add_headers
+
+    with app.test_request_context("/login"):
+        response = _add_headers(Response("x", headers={"x-frame-options": "SAMEORIGIN"}))
+    assert response.headers.getlist("X-Frame-Options") == ["SAMEORIGIN"]
+    assert response.headers.getlist("X-Content-Type-Options") == ["nosniff"]
+    assert response.headers.getlist("Content-Security-Policy") == [CONTENT_SECURITY_POLICY]

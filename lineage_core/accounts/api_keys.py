@@ -205,6 +205,12 @@ def key_prefix_of(key: str) -> str | None:
     return key[:_PREFIX_CHARS] if _KEY.match(key) else None
 
 
+def bearer_credential(header: str | None) -> str:
+    """The key in an ``Authorization: Bearer <key>`` header; "" if the header is not one."""
+    scheme, _, credential = (header or "").strip().partition(" ")
+    return credential.strip() if scheme.lower() == "bearer" else ""
+
+
 def parse_bearer(header: str | None) -> str:
     """The key in an ``Authorization: Bearer <key>`` header.
 
@@ -217,10 +223,10 @@ def parse_bearer(header: str | None) -> str:
             "Send an API key in the Authorization header: 'Authorization: Bearer olk_...'. "
             "Org admins create keys in the portal under API keys.",
         )
-    scheme, _, credential = header.strip().partition(" ")
-    if scheme.lower() != "bearer" or not credential.strip():
+    credential = bearer_credential(header)
+    if not credential:
         raise AuthenticationError(AuthFailure.INVALID, "The Authorization header must be 'Bearer <API key>'.")
-    return credential.strip()
+    return credential
 
 
 _KEY_BY_HASH = select(

@@ -30,7 +30,7 @@ from sqlalchemy import Dialect
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import TextClause
 
-TUPLES_OK = ExecStatus.TUPLES_OK
+_TUPLES_OK = ExecStatus.TUPLES_OK
 
 
 @lru_cache(maxsize=256)
@@ -62,7 +62,7 @@ def run(session: Session, statement: TextClause, params: dict[str, Any]) -> list
         # Rows only from a statement that returns some. Its status, not ``description``, which builds a
         # column object per column at each reading.
         result = cursor.pgresult
-        rows = cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
+        rows = cursor.fetchall() if result is not None and result.status == _TUPLES_OK else []
         cursor.close()
         return rows
     except BaseException as error:

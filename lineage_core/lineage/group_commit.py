@@ -23,7 +23,6 @@ Organizations never share a group: one organization's burst does not wait for an
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +31,6 @@ from sqlalchemy.orm import Session
 
 from lineage_core.lineage.event import Event
 from lineage_core.lineage.ingest import StoreResult, store_batch
-
-log = logging.getLogger(__name__)
 
 # The most events one transaction stores for waiting requests: a group's transaction stays short.
 MAX_GROUP_EVENTS = 100
@@ -157,7 +154,7 @@ class GroupCommit:
                 organization_id,
                 [request.event for request in group],
                 before_commit=_before_all(hooks),
-                after_commit=_after_all(hooks),
+                after_commit=[hook.after for hook in hooks if hook.after is not None],
             )
         except BaseException as error:
             # The others' answer (each raises an error of its own, see _answer): the database's error,
@@ -214,21 +211,6 @@ def _before_all(hooks: list[CommitHook]) -> Callable[[Session], None] | None:
     def run(session: Session) -> None:
         for hook in hooks:
             hook.before(session)
-
-    return run
-
-
-def _after_all(hooks: list[CommitHook]) -> Callable[[], None] | None:
-    afters = [hook.after for hook in hooks if hook.after is not None]
-    if not afters:
-        return None
-
-    def run() -> None:
-        for after in afters:
-            try:
-                after()
-            except Exception:  # one hook's failure takes nothing from the others, nor from the answers
-                log.exception("a request's after-commit work failed; its event is stored")
 
     return run
 

@@ -75,15 +75,16 @@ def store_batch(
     events: Sequence[Event],
     *,
     before_commit: Callable[[Session], object] | None = None,
-    after_commit: Callable[[], object] | None = None,
+    after_commit: Sequence[Callable[[], object]] = (),
 ) -> list[StoreResult]:
     """Merge ``events`` into the organization's graph and commit; one result per event, in order.
 
     The session may already be in a transaction that holds only reads (the API key's lookup): it is
     continued, so a request costs one transaction. ``before_commit`` runs in the transaction just before
-    the commit (the key's last-use time), and again if the transaction is retried; ``after_commit`` once
-    the commit succeeded (never after a failure; an error it raises is logged, not raised). On SQLite,
-    which commits event by event, ``before_commit`` runs in a last transaction of its own.
+    the commit (the key's last-use time), and again if the transaction is retried; each of
+    ``after_commit`` once the commit succeeded (never after a failure; an error one raises is logged,
+    not raised, and the others still run: the events are stored). On SQLite, which commits event by
+    event, ``before_commit`` runs in a last transaction of its own.
 
     Raises:
         sqlalchemy.exc.DBAPIError: the database failed (after the retries, for retryable errors);
@@ -94,11 +95,11 @@ def store_batch(
     else:
         prepared = [prepare(event) for event in events]  # CPU only: before any lock is taken
         results = _store_pg(session, organization_id, prepared, before_commit, isolate_refused=True)
-    if after_commit is not None:
+    for after in after_commit:
         try:
-            after_commit()
+            after()
         except Exception:  # the events are stored: their answers stand whatever happens here
-            log.exception("after storing %d events, their after-commit work failed", len(events))
+            log.exception("after storing %d events, some of their after-commit work failed", len(events))
     return results
 
 

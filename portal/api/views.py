@@ -63,6 +63,7 @@ from lineage_core.accounts.api_keys import (
     Scope,
     ScopeError,
     authenticate,
+    bearer_credential,
     hash_key,
     key_prefix_of,
     parse_bearer,
@@ -193,8 +194,7 @@ def _retry_later(error: str, message: str) -> tuple[Response, int]:
 
 
 def _credential() -> str:
-    scheme, _, credential = (request.headers.get("Authorization") or "").strip().partition(" ")
-    return credential.strip() if scheme.lower() == "bearer" else ""
+    return bearer_credential(request.headers.get("Authorization"))
 
 
 def _caller(db: Session) -> Caller:
@@ -418,7 +418,11 @@ def _store_read_batch(
 
     key_use = _recording_use(caller)
     stored: list[StoreResult] = store_batch(
-        db, caller.organization_id, events, before_commit=key_use.before, after_commit=key_use.after
+        db,
+        caller.organization_id,
+        events,
+        before_commit=key_use.before,
+        after_commit=[key_use.after] if key_use.after else [],
     )
     for index, result in zip(positions, stored, strict=True):
         if isinstance(result, Refused):
